@@ -1,0 +1,1 @@
+"""Profile actors, their routing, and the model pool deployments."""

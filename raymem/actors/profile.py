@@ -1,0 +1,302 @@
+"""ProfileActor: the single owner and writer of one profile's SQLite file.
+
+Durable-object style: activated by name on first use, hibernates (closes its
+store and exits) after a configured idle time, and is re-activated by the next
+call. Calls that arrive while it hibernates raise ``ProfileClosing``, which
+callers retry against a fresh activation.
+"""
+
+import asyncio
+import functools
+import logging
+import shutil
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import ray
+from ray import serve
+
+from raymem.actors.pools import EMBEDDER_DEPLOYMENT
+from raymem.config import Settings
+from raymem.errors import MemoryNotFound, ProfileClosing
+from raymem.pipelines import ingest as ingest_pipeline
+from raymem.pipelines.recall import Recaller
+from raymem.store import ProfileStore
+from raymem.types import (
+    AppendRequest,
+    IngestRequest,
+    IngestResult,
+    MemoryPage,
+    MemoryWithHistory,
+    MessageIn,
+    MessageList,
+    ProfileInfo,
+    RecallRequest,
+    RecallResult,
+    RememberRequest,
+    SessionEnded,
+    SessionList,
+    StoredMessage,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+VECTOR_BATCH = 128
+
+
+def profile_path(settings: Settings, tenant: str, profile: str) -> Path:
+    """Where a profile's SQLite file lives: ``<data_dir>/<tenant>/<profile>/profile.db``."""
+    return Path(settings.data_dir) / tenant / profile / "profile.db"
+
+
+def entry(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """Wrap a public actor method: refuse it while closing, count it, keep the actor awake."""
+
+    @functools.wraps(method)
+    async def wrapper(self: "ProfileActor", *args: Any, **kwargs: Any) -> T:
+        if self._closing:
+            raise ProfileClosing(self.name)
+        self._inflight += 1
+        self._last_used = time.monotonic()
+        try:
+            await self._ensure_open()
+            return await method(self, *args, **kwargs)
+        finally:
+            self._inflight -= 1
+            self._last_used = time.monotonic()
+
+    return wrapper
+
+
+class ProfileActor:
+    """One profile: its store, recall state, background vectorisation and idle timer."""
+
+    def __init__(self, tenant: str, profile: str, settings: Settings) -> None:
+        self.tenant, self.profile, self.settings = tenant, profile, settings
+        self.name = f"{tenant}/{profile}"
+        self.path = profile_path(settings, tenant, profile)
+        self._store: ProfileStore | None = None
+        self._recaller: Recaller | None = None
+        self._open_lock = asyncio.Lock()
+        self._embedder: Any = None
+        self._vectoriser: asyncio.Task[None] | None = None
+        self._idle_watch: asyncio.Task[None] | None = None
+        self._closing = False
+        self._inflight = 0
+        self._last_used = time.monotonic()
+
+    # ------------------------------------------------------------- lifecycle
+
+    async def _ensure_open(self) -> None:
+        if self._store is not None:
+            return
+        async with self._open_lock:
+            if self._store is not None:
+                return
+            self._embedder = serve.get_deployment_handle(
+                EMBEDDER_DEPLOYMENT, app_name=self.settings.app_name
+            )
+            info = await self._embedder.info.remote()
+            store = await ProfileStore.open(self.path, dim=info["dim"], embedder=info["name"])
+            self._recaller = Recaller(store, self.settings.recall, self._embed)
+            self._store = store
+            self._idle_watch = asyncio.create_task(self._watch_idle())
+            self._vectorise_soon()  # catch up on anything left unembedded by a crash
+
+    async def _embed(self, texts: list[str]) -> np.ndarray:
+        return await self._embedder.embed.remote(texts)
+
+    async def _watch_idle(self) -> None:
+        timeout = self.settings.profiles.idle_timeout_s
+        while True:
+            await asyncio.sleep(min(max(timeout / 4, 0.05), 5.0))
+            idle = time.monotonic() - self._last_used
+            busy = self._vectoriser is not None and not self._vectoriser.done()
+            if idle >= timeout and self._inflight == 0 and not busy:
+                await self._hibernate()
+                return
+
+    async def _hibernate(self) -> None:
+        self._closing = True
+        if self._store is not None:
+            await self._store.close()
+        log.info(
+            "profile %s hibernates after %.0f s idle", self.name, time.monotonic() - self._last_used
+        )
+        # Lets calls already queued finish (they raise ProfileClosing), then frees the name.
+        ray.get_runtime_context().current_actor.__ray_terminate__.remote()
+
+    # ---------------------------------------------------------- vectorising
+
+    def _vectorise_soon(self) -> None:
+        if self._vectoriser is None or self._vectoriser.done():
+            self._vectoriser = asyncio.create_task(self._vectorise_pending())
+
+    async def _vectorise_pending(self) -> None:
+        """Embed every memory and message still without a vector, in batches."""
+        store = self._store
+        try:
+            while store is not None and not self._closing:
+                did_work = False
+                for table in ("memory_vectors", "message_vectors"):
+                    pending = await store.pending_vectors(table, limit=VECTOR_BATCH)
+                    if pending:
+                        vectors = await self._embed([text for _, text in pending])
+                        async with store.write() as writer:
+                            await writer.set_vectors(
+                                table, [(seq, vectors[i]) for i, (seq, _) in enumerate(pending)]
+                            )
+                        did_work = True
+                if not did_work:
+                    return
+        except Exception:  # retried on the next write or activation; the rows stay pending
+            log.exception("vectorising profile %s failed", self.name)
+
+    # ------------------------------------------------------------ operations
+
+    @entry
+    async def ping(self) -> str:
+        return self.name
+
+    @entry
+    async def wait_vectorised(self) -> None:
+        """Return once every pending memory and message has its vector (tests, benchmarks)."""
+        while self._vectoriser is not None and not self._vectoriser.done():
+            await asyncio.shield(self._vectoriser)
+        self._vectorise_soon()
+        assert self._vectoriser is not None
+        await asyncio.shield(self._vectoriser)
+
+    @entry
+    async def ingest(self, request: IngestRequest) -> IngestResult:
+        assert self._store is not None
+        result = await ingest_pipeline.ingest(self._store, request.session_id, request.messages)
+        self._vectorise_soon()
+        return result
+
+    @entry
+    async def remember(self, request: RememberRequest, memory_id: str) -> MemoryWithHistory:
+        assert self._store is not None
+        try:  # a retried call: the memory was already written under this id
+            await self._store.get_memory(memory_id)
+            held_by = memory_id
+        except MemoryNotFound:
+            held_by, _ = await ingest_pipeline.remember(
+                self._store,
+                request.content,
+                memory_id=memory_id,
+                session_id=request.session_id,
+                memory_type=request.type,
+                importance=request.importance,
+            )
+        self._vectorise_soon()
+        return await self._with_history(held_by)
+
+    @entry
+    async def recall(
+        self, request: RecallRequest, query_vector: list[float] | None = None
+    ) -> RecallResult:
+        assert self._recaller is not None
+        vector = None if query_vector is None else np.asarray(query_vector, dtype=np.float32)
+        return await self._recaller.recall(request, query_vector=vector)
+
+    @entry
+    async def list_memories(
+        self,
+        *,
+        types: list[str] | None,
+        session_id: str | None,
+        include_superseded: bool,
+        limit: int,
+        before_seq: int | None,
+    ) -> MemoryPage:
+        assert self._store is not None
+        memories, next_seq = await self._store.list_memories(
+            types=types,
+            session_id=session_id,
+            include_superseded=include_superseded,
+            limit=limit,
+            before_seq=before_seq,
+        )
+        return MemoryPage(
+            memories=memories, next_cursor=None if next_seq is None else str(next_seq)
+        )
+
+    @entry
+    async def get_memory(self, memory_id: str) -> MemoryWithHistory:
+        return await self._with_history(memory_id)
+
+    async def _with_history(self, memory_id: str) -> MemoryWithHistory:
+        assert self._store is not None
+        memory = await self._store.get_memory(memory_id)
+        history = await self._store.history(memory_id)
+        return MemoryWithHistory(
+            **{f: getattr(memory, f) for f in memory.__struct_fields__}, history=history
+        )
+
+    @entry
+    async def forget(self, memory_id: str) -> None:
+        assert self._store is not None
+        async with self._store.write() as writer:
+            if not await writer.forget(memory_id):
+                raise MemoryNotFound(memory_id)
+
+    @entry
+    async def append_message(self, session_id: str, request: AppendRequest) -> StoredMessage:
+        assert self._store is not None
+        turn = MessageIn(role=request.role, content=request.content, created_at=request.created_at)
+        rows = ingest_pipeline.build_messages(session_id, [turn])
+        async with self._store.write() as writer:
+            await writer.insert_messages(rows)  # content-addressed: a repeat is a no-op
+        self._vectorise_soon()
+        page = await self._store.session_messages(session_id)
+        return next(message for _, message in page if message.id == rows[0].id)
+
+    @entry
+    async def last_messages(self, session_id: str, last: int | None) -> MessageList:
+        assert self._store is not None
+        await self._store.get_session(session_id)  # 404 for an unknown session
+        rows = await self._store.session_messages(session_id, last=last)
+        return MessageList(messages=[message for _, message in rows])
+
+    @entry
+    async def list_sessions(self) -> SessionList:
+        assert self._store is not None
+        return SessionList(sessions=await self._store.list_sessions())
+
+    @entry
+    async def end_session(self, session_id: str) -> SessionEnded:
+        assert self._store is not None
+        await self._store.get_session(session_id)
+        reconciled = await ingest_pipeline.consolidate_session(self._store, session_id)
+        self._vectorise_soon()
+        from raymem.types import MemoryCounts
+
+        return SessionEnded(
+            session=await self._store.get_session(session_id),
+            memories=MemoryCounts(
+                added=len(reconciled.added),
+                superseded=reconciled.superseded,
+                duplicates=reconciled.duplicates,
+            ),
+            memory_ids=reconciled.added,
+        )
+
+    @entry
+    async def info(self) -> ProfileInfo:
+        assert self._store is not None
+        return await self._store.info(self.profile)
+
+    async def destroy(self) -> None:
+        """Delete the profile's data and exit; the name is free for a new profile."""
+        self._closing = True
+        if self._vectoriser is not None:
+            self._vectoriser.cancel()
+        if self._store is not None:
+            await self._store.close()
+        shutil.rmtree(self.path.parent, ignore_errors=True)
+        ray.get_runtime_context().current_actor.__ray_terminate__.remote()

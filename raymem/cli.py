@@ -1,0 +1,188 @@
+"""The ``raymem`` command line: the server, and client commands against a running one."""
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import msgspec
+
+from raymem.client import DEFAULT_URL, Client, RaymemHTTPError
+from raymem.config import ConfigError, Settings, load_settings
+
+INGEST_BATCH = 500  # turns per request, well inside the server's default limit
+
+
+def _settings(ctx: click.Context) -> Settings:
+    try:
+        return load_settings(ctx.obj["config_path"])
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="TOML configuration file (default: $RAYMEM_CONFIG).",
+)
+@click.version_option(package_name="raymem")
+@click.pass_context
+def cli(ctx: click.Context, config_path: Path | None) -> None:
+    """raymem: self-hosted memory for AI agents."""
+    ctx.obj = {"config_path": config_path}
+
+
+@cli.command()
+@click.option("--host", default=None, help="Address to listen on (default 127.0.0.1).")
+@click.option("--port", default=None, type=int, help="Port to listen on (default 8000).")
+@click.option(
+    "--data-dir", default=None, type=click.Path(file_okay=False), help="Where profiles are stored."
+)
+@click.pass_context
+def serve(ctx: click.Context, host: str | None, port: int | None, data_dir: str | None) -> None:
+    """Start a local Ray and serve the HTTP API until Ctrl-C."""
+    from raymem.serve.server import serve_forever
+
+    settings = _settings(ctx)
+    server = msgspec.structs.replace(
+        settings.server,
+        **{k: v for k, v in {"host": host, "port": port}.items() if v is not None},
+    )
+    settings = msgspec.structs.replace(settings, server=server)
+    if data_dir is not None:
+        settings = msgspec.structs.replace(settings, data_dir=str(Path(data_dir).resolve()))
+    try:
+        serve_forever(settings)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def client_options(command: Any) -> Any:
+    command = click.option(
+        "--token", envvar="RAYMEM_TOKEN", default=None, help="API key ($RAYMEM_TOKEN)."
+    )(command)
+    command = click.option(
+        "--url",
+        envvar="RAYMEM_URL",
+        default=DEFAULT_URL,
+        show_default=True,
+        help="Server URL ($RAYMEM_URL).",
+    )(command)
+    return command
+
+
+def _client(url: str, token: str | None) -> Client:
+    return Client(url, token)
+
+
+def _fail(exc: Exception) -> click.ClickException:
+    if isinstance(exc, RaymemHTTPError):
+        return click.ClickException(f"{exc.message} ({exc.status} {exc.code})")
+    return click.ClickException(f"Cannot reach the server: {exc}")
+
+
+def read_turns(path: Path) -> list[dict[str, Any]]:
+    """Turns from a JSON list, a JSON object with ``messages``, or JSON Lines."""
+    text = path.read_text()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            data = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError as exc:
+            raise click.ClickException(f"{path} is neither JSON nor JSON Lines: {exc}") from None
+    if isinstance(data, dict):
+        data = data.get("messages")
+    if not isinstance(data, list) or not all(isinstance(turn, dict) for turn in data):
+        raise click.ClickException(
+            f'{path} must hold a list of turns like {{"role": "user", "content": "…"}}'
+        )
+    return data
+
+
+@cli.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--profile", "-p", required=True, help="Profile name.")
+@click.option("--session", "-s", required=True, help="Session id of the conversation.")
+@client_options
+def ingest(file: Path, profile: str, session: str, url: str, token: str | None) -> None:
+    """Ingest a conversation from FILE (JSON or JSON Lines turns)."""
+    turns = read_turns(file)
+    totals = {"stored": 0, "duplicates": 0, "added": 0, "superseded": 0, "memory_duplicates": 0}
+    with _client(url, token) as client:
+        target = client.get_profile(profile)
+        for start in range(0, len(turns), INGEST_BATCH):
+            try:
+                result = target.ingest(turns[start : start + INGEST_BATCH], session_id=session)
+            except (RaymemHTTPError, OSError) as exc:
+                raise _fail(exc) from None
+            totals["stored"] += result.messages.stored
+            totals["duplicates"] += result.messages.duplicates
+            totals["added"] += result.memories.added
+            totals["superseded"] += result.memories.superseded
+            totals["memory_duplicates"] += result.memories.duplicates
+    click.echo(
+        f"messages: {totals['stored']} stored, {totals['duplicates']} duplicates; "
+        f"memories: {totals['added']} added, {totals['superseded']} superseded, "
+        f"{totals['memory_duplicates']} duplicates"
+    )
+
+
+@cli.command()
+@click.argument("query")
+@click.option("--profile", "-p", required=True, help="Profile name.")
+@click.option("--limit", "-n", default=10, show_default=True, help="How many memories.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
+@client_options
+def recall(
+    query: str, profile: str, limit: int, as_json: bool, url: str, token: str | None
+) -> None:
+    """Recall what PROFILE knows about QUERY."""
+    with _client(url, token) as client:
+        try:
+            result = client.get_profile(profile).recall(query, limit=limit)
+        except (RaymemHTTPError, OSError) as exc:
+            raise _fail(exc) from None
+    if as_json:
+        click.echo(msgspec.json.encode(result).decode())
+        return
+    click.echo(f"answer: {result.answer}")
+    for rank, hit in enumerate(result.memories, 1):
+        click.echo(
+            f"{rank:>3}. [{hit.type}] {hit.content}  (score {hit.score:.4f}; {', '.join(hit.channels)})"
+        )
+    click.echo(f"{result.method}, {result.latency_ms.get('total', 0):.1f} ms")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@client_options
+def profiles(as_json: bool, url: str, token: str | None) -> None:
+    """List profiles with their counts."""
+    with _client(url, token) as client:
+        try:
+            listing = client.profiles()
+        except (RaymemHTTPError, OSError) as exc:
+            raise _fail(exc) from None
+    if as_json:
+        click.echo(msgspec.json.encode(listing).decode())
+        return
+    click.echo(f"{'profile':<32} {'messages':>9} {'memories':>9} {'sessions':>9}")
+    for info in listing.profiles:
+        click.echo(f"{info.name:<32} {info.messages:>9} {info.memories:>9} {info.sessions:>9}")
+
+
+def main() -> None:
+    try:
+        cli()
+    except KeyboardInterrupt:  # pragma: no cover
+        sys.exit(130)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,184 @@
+"""Settings: built-in defaults < a TOML file < ``RAYMEM_*`` environment variables.
+
+Read once by the process that starts the service and passed explicitly to
+everything else (the Serve app, profile actors, model pools); nothing reads
+the environment at import time.
+"""
+
+import hashlib
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+
+class Section(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """A block of the TOML file; unknown keys are a configuration error."""
+
+
+class ServerSettings(Section):
+    host: str = "127.0.0.1"
+    port: int = 8000
+    ingress_replicas: int = 1
+    max_concurrent_per_key: int = 64  # 429 beyond this many requests in flight per key
+
+
+class ApiKey(Section):
+    tenant: str
+    key_sha256: str
+    profiles: list[str] = msgspec.field(default_factory=lambda: ["*"])
+    read_only: bool = False
+
+
+class AuthSettings(Section):
+    keys: list[ApiKey] = []
+
+
+class ObjectStoreSettings(Section):
+    bucket: str = ""
+    prefix: str = "raymem"
+    endpoint_url: str = ""
+    region: str = ""
+
+
+class DurabilitySettings(Section):
+    mode: Literal["local", "shipped", "replicated"] = "shipped"
+    snapshot_interval_s: float = 300.0
+
+
+class ProfileSettings(Section):
+    idle_timeout_s: float = 600.0
+    max_live: int = 200
+
+
+class ModelSettings(Section):
+    embedder: str = "sentence-transformers/all-MiniLM-L6-v2"
+    generator: Literal["rules", "openai", "transformers"] = "rules"
+    num_gpus: float = 0.0  # per model replica; 0 on a CPU machine
+    embedder_replicas: int = 1
+    embedder_threads: int = 0  # torch threads per embedder replica; 0: half the cores
+    embedder_batch_size: int = 64
+    openai_base_url: str = ""
+    openai_model: str = ""
+
+
+class LimitSettings(Section):
+    max_body_bytes: int = 16 * 2**20
+    max_content_chars: int = 100_000
+    max_messages_per_ingest: int = 1_000
+    max_query_chars: int = 2_000
+    max_limit: int = 100
+
+
+class RecallSettings(Section):
+    """Weights of the channels in reciprocal rank fusion; topic keys highest, raw messages lowest."""
+
+    rrf_k: float = 60.0
+    topic_key_weight: float = 2.0
+    memory_fts_weight: float = 1.0
+    memory_vector_weight: float = 1.0
+    message_fts_weight: float = 0.6
+    message_vector_weight: float = 0.6
+    candidates_per_channel: int = 50
+
+
+class Settings(Section):
+    data_dir: str = "./raymem-data"
+    app_name: str = "raymem"
+    namespace: str = "raymem"
+    server: ServerSettings = ServerSettings()
+    auth: AuthSettings = AuthSettings()
+    object_store: ObjectStoreSettings = ObjectStoreSettings()
+    durability: DurabilitySettings = DurabilitySettings()
+    profiles: ProfileSettings = ProfileSettings()
+    models: ModelSettings = ModelSettings()
+    limits: LimitSettings = LimitSettings()
+    recall: RecallSettings = RecallSettings()
+
+
+class ConfigError(ValueError):
+    """The TOML file or an environment variable does not describe valid settings."""
+
+
+def hash_key(key: str) -> str:
+    """The SHA-256 of an API key, as stored in configuration."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def parse_api_keys(value: str) -> list[dict[str, Any]]:
+    """Parse ``RAYMEM_API_KEYS="alice=KEY1,bob=KEY2"`` into hashed key entries."""
+    keys = []
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        tenant, sep, key = item.partition("=")
+        if not sep or not tenant.strip() or not key.strip():
+            raise ConfigError(f"RAYMEM_API_KEYS entry {item!r} is not of the form tenant=key")
+        keys.append({"tenant": tenant.strip(), "key_sha256": hash_key(key.strip())})
+    return keys
+
+
+def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Collect ``RAYMEM_<SECTION>_<KEY>`` and ``RAYMEM_<KEY>`` into a nested dict of strings."""
+    overrides: dict[str, Any] = {}
+    sections = {
+        name: field.type
+        for name, field in ((f.name, f) for f in msgspec.structs.fields(Settings))
+        if isinstance(field.type, type) and issubclass(field.type, Section)
+    }
+    if "RAYMEM_API_KEYS" in environ:
+        overrides["auth"] = {"keys": parse_api_keys(environ["RAYMEM_API_KEYS"])}
+    for field in msgspec.structs.fields(Settings):
+        if field.name in sections:
+            for sub in msgspec.structs.fields(sections[field.name]):
+                env_name = f"RAYMEM_{field.name}_{sub.name}".upper()
+                if env_name in environ and sub.name != "keys":
+                    overrides.setdefault(field.name, {})[sub.name] = environ[env_name]
+        else:
+            env_name = f"RAYMEM_{field.name}".upper()
+            if env_name in environ:
+                overrides[field.name] = environ[env_name]
+    return overrides
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_settings(
+    config_path: str | Path | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Build the settings from defaults, the TOML file and the environment.
+
+    Args:
+        config_path: a TOML file; when None, ``RAYMEM_CONFIG`` names one if set.
+        environ: the environment to read (``os.environ`` by default).
+
+    Raises:
+        ConfigError: the file is missing or malformed, or a value has the wrong type.
+    """
+    environ = os.environ if environ is None else environ
+    config_path = config_path or environ.get("RAYMEM_CONFIG") or None
+    data: dict[str, Any] = {}
+    if config_path is not None:
+        try:
+            data = tomllib.loads(Path(config_path).read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(
+                f"Cannot read configuration file {str(config_path)!r}: {exc}"
+            ) from exc
+    data = _merge(data, _env_overrides(environ))
+    try:
+        # strict=False lets environment strings become ints, floats and booleans.
+        settings = msgspec.convert(data, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"Invalid configuration: {exc}") from exc
+    # Actors run with another working directory: pin the data directory now.
+    return msgspec.structs.replace(settings, data_dir=str(Path(settings.data_dir).resolve()))

@@ -1,0 +1,98 @@
+"""Errors that carry their HTTP status and machine-readable code.
+
+Ray pickles an exception by calling ``cls(*self.args)``, so every constructor
+keeps ``args`` equal to its parameters and formats the message in ``__str__``.
+"""
+
+
+class RaymemError(Exception):
+    status: int = 500
+    code: str = "internal"
+
+    def __init__(self, message: str = "Internal error") -> None:
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else self.code
+
+
+class InvalidRequest(RaymemError):
+    status = 400
+    code = "invalid_request"
+
+
+class Unauthorized(RaymemError):
+    status = 401
+    code = "unauthorized"
+
+
+class Forbidden(RaymemError):
+    status = 403
+    code = "forbidden"
+
+
+class NotFound(RaymemError):
+    status = 404
+    code = "not_found"
+
+
+class ProfileNotFound(NotFound):
+    code = "profile_not_found"
+
+    def __init__(self, profile: str) -> None:
+        super().__init__(profile)
+        self.profile = profile
+
+    def __str__(self) -> str:
+        return f"Profile {self.profile!r} does not exist"
+
+
+class MemoryNotFound(NotFound):
+    code = "memory_not_found"
+
+    def __init__(self, memory_id: str) -> None:
+        super().__init__(memory_id)
+        self.memory_id = memory_id
+
+    def __str__(self) -> str:
+        return f"Memory {self.memory_id!r} does not exist"
+
+
+class SessionNotFound(NotFound):
+    code = "session_not_found"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(session_id)
+        self.session_id = session_id
+
+    def __str__(self) -> str:
+        return f"Session {self.session_id!r} does not exist"
+
+
+class Conflict(RaymemError):
+    status = 409
+    code = "conflict"
+
+
+class PayloadTooLarge(RaymemError):
+    status = 413
+    code = "payload_too_large"
+
+
+class TooManyRequests(RaymemError):
+    status = 429
+    code = "too_many_requests"
+
+
+class ProfileClosing(RaymemError):
+    """Raised by a profile actor that is hibernating; the caller re-activates and retries."""
+
+    status = 503
+    code = "profile_closing"
+
+    def __init__(self, profile: str) -> None:
+        super().__init__(profile)
+        self.profile = profile
+
+    def __str__(self) -> str:
+        return f"Profile {self.profile!r} is hibernating; retry"

@@ -1,0 +1,1 @@
+"""Object storage, snapshots, ledger shipping and JSON Lines archives."""

@@ -1,0 +1,1 @@
+"""Embedding and generation backends. No Ray imports."""

@@ -1,0 +1,1 @@
+"""Ingest, recall and consolidation: pure async functions over a store. No Ray imports."""

@@ -1,0 +1,1 @@
+"""The Ray Serve application: HTTP routes, auth and the server runner."""

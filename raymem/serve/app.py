@@ -1,0 +1,346 @@
+"""The Ray Serve application: a FastAPI ingress that routes by profile name to profile actors.
+
+No ``from __future__ import annotations`` here: FastAPI inside Serve then
+answers every request with a 422.
+"""
+
+import collections
+import logging
+import uuid
+from typing import Any
+
+from fastapi import FastAPI, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from ray import serve
+from ray.serve.handle import DeploymentHandle
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from raymem import __version__
+from raymem.actors.pools import EmbedderPool, embedder_options
+from raymem.actors.registry import ProfileRouter
+from raymem.config import Settings
+from raymem.errors import InvalidRequest, TooManyRequests
+from raymem.serve import http
+from raymem.serve.auth import Authenticator, Principal
+from raymem.store import COUNTS_SQL, profile_info
+from raymem.store.connection import open_sync
+from raymem.types import (
+    AppendRequest,
+    ErrorBody,
+    IngestRequest,
+    IngestResult,
+    MemoryPage,
+    MemoryType,
+    MemoryWithHistory,
+    MessageList,
+    ProfileInfo,
+    ProfileList,
+    RecallRequest,
+    RecallResult,
+    RememberRequest,
+    SessionEnded,
+    SessionList,
+    StoredMessage,
+)
+
+log = logging.getLogger(__name__)
+
+SCHEMA_TYPES: list[type] = [
+    AppendRequest,
+    ErrorBody,
+    IngestRequest,
+    IngestResult,
+    MemoryPage,
+    MemoryWithHistory,
+    MessageList,
+    ProfileList,
+    RecallRequest,
+    RecallResult,
+    RememberRequest,
+    SessionEnded,
+    SessionList,
+    StoredMessage,
+]
+
+app = FastAPI(
+    title="raymem",
+    version=__version__,
+    description="Self-hosted memory for AI agents: ingest, remember, recall, forget.",
+    docs_url="/docs",
+)
+
+
+def _openapi() -> dict[str, Any]:
+    if app.openapi_schema is None:
+        schema = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        schema.setdefault("components", {}).setdefault("schemas", {}).update(
+            http.schema_components(SCHEMA_TYPES)
+        )
+        schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        schema["security"] = [{"bearer": []}]
+        app.openapi_schema = schema
+    return app.openapi_schema
+
+
+app.openapi = _openapi  # type: ignore[method-assign]
+
+
+@app.exception_handler(Exception)
+async def _any_error(request: Request, exc: Exception) -> Response:
+    return http.response_for(exc)
+
+
+@app.exception_handler(RequestValidationError)
+async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
+    problems = "; ".join(
+        f"{e.get('msg', 'invalid')} - at `{'.'.join(str(p) for p in e.get('loc', ()))}`"
+        for e in exc.errors()
+    )
+    return http.error_response(400, "invalid_request", f"Invalid request: {problems}")
+
+
+@app.exception_handler(StarletteHTTPException)
+async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    message = "No such route" if exc.status_code == 404 else str(exc.detail)
+    return http.error_response(exc.status_code, code, message)
+
+
+def _write(kind: type, status: int = 200, description: str = "") -> dict[str, Any]:
+    return {
+        "openapi_extra": http.body_schema(kind, description),
+        "responses": http.response_schema(kind, status),
+    }
+
+
+@serve.deployment(name="Ingress", max_ongoing_requests=256, ray_actor_options={"num_cpus": 0})
+@serve.ingress(app)
+class Ingress:
+    """Authenticates, validates and routes each request to its profile actor."""
+
+    def __init__(self, settings: Settings, embedder: DeploymentHandle) -> None:
+        logging.basicConfig(level=logging.INFO)
+        self.settings = settings
+        self.limits = settings.limits
+        self.router = ProfileRouter(settings)
+        self.auth = Authenticator(settings)
+        self.embedder = embedder
+        self._inflight: collections.Counter[str] = collections.Counter()
+
+    # ---------------------------------------------------------------- helpers
+
+    def _principal(self, request: Request) -> Principal:
+        return self.auth.authenticate(request.headers.get("authorization"))
+
+    def _profile(self, request: Request, profile: str, *, write: bool) -> tuple[Principal, str]:
+        principal = self._principal(request)
+        http.validate_name(profile)
+        principal.check(profile, write=write)
+        return principal, profile
+
+    async def _body(self, request: Request, kind: type) -> Any:
+        return http.decode(await http.read_body(request, self.limits.max_body_bytes), kind)
+
+    async def _call(
+        self,
+        principal: Principal,
+        profile: str,
+        method: str,
+        *args: Any,
+        create: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """Call the profile actor, capping the requests in flight per API key."""
+        if self._inflight[principal.key_id] >= self.settings.server.max_concurrent_per_key:
+            raise TooManyRequests(
+                f"More than {self.settings.server.max_concurrent_per_key} concurrent requests for this key"
+            )
+        self._inflight[principal.key_id] += 1
+        try:
+            return await self.router.call(
+                principal.tenant, profile, method, *args, create=create, **kwargs
+            )
+        finally:
+            self._inflight[principal.key_id] -= 1
+
+    # ----------------------------------------------------------------- routes
+
+    @app.get("/healthz", tags=["service"])
+    async def healthz(self) -> dict[str, str]:
+        return {"status": "ok", "version": __version__}
+
+    @app.post(
+        "/v1/profiles/{profile}/ingest",
+        tags=["memories"],
+        **_write(IngestRequest, 200, "A conversation to store and extract memories from"),
+    )
+    async def ingest(self, profile: str, request: Request) -> Response:
+        principal, name = self._profile(request, profile, write=True)
+        body: IngestRequest = await self._body(request, IngestRequest)
+        http.check_ingest_limits(body, self.limits)
+        return http.json_response(await self._call(principal, name, "ingest", body, create=True))
+
+    @app.post(
+        "/v1/profiles/{profile}/memories",
+        status_code=201,
+        tags=["memories"],
+        **_write(RememberRequest, 201, "One thing to remember now"),
+    )
+    async def remember(self, profile: str, request: Request) -> Response:
+        principal, name = self._profile(request, profile, write=True)
+        body: RememberRequest = await self._body(request, RememberRequest)
+        http.check_content(body.content, self.limits)
+        memory_id = uuid.uuid4().hex  # chosen here so a retried call cannot write twice
+        result = await self._call(principal, name, "remember", body, memory_id, create=True)
+        return http.json_response(result, 201)
+
+    @app.post(
+        "/v1/profiles/{profile}/recall",
+        tags=["memories"],
+        **_write(RecallRequest, 200, "A question"),
+    )
+    async def recall(self, profile: str, request: Request) -> Response:
+        principal, name = self._profile(request, profile, write=False)
+        body: RecallRequest = await self._body(request, RecallRequest)
+        http.check_recall_limits(body, self.limits)
+        return http.json_response(await self._call(principal, name, "recall", body))
+
+    @app.get(
+        "/v1/profiles/{profile}/memories",
+        tags=["memories"],
+        responses=http.response_schema(MemoryPage),
+    )
+    async def list_memories(
+        self,
+        profile: str,
+        request: Request,
+        type: list[MemoryType] | None = Query(None),
+        session_id: str | None = Query(None),
+        include_superseded: bool = Query(False),
+        limit: int = Query(50, ge=1),
+        cursor: str | None = Query(None),
+    ) -> Response:
+        principal, name = self._profile(request, profile, write=False)
+        http.check_limit(limit, self.limits)
+        if session_id is not None:
+            http.validate_name(session_id, "session")
+        if cursor is not None and not cursor.isdigit():
+            raise InvalidRequest(
+                f"Invalid cursor {cursor[:40]!r}: pass the next_cursor of a previous page"
+            )
+        page = await self._call(
+            principal,
+            name,
+            "list_memories",
+            types=type,
+            session_id=session_id,
+            include_superseded=include_superseded,
+            limit=limit,
+            before_seq=None if cursor is None else int(cursor),
+        )
+        return http.json_response(page)
+
+    @app.get(
+        "/v1/profiles/{profile}/memories/{memory_id}",
+        tags=["memories"],
+        responses=http.response_schema(MemoryWithHistory),
+    )
+    async def get_memory(self, profile: str, memory_id: str, request: Request) -> Response:
+        principal, name = self._profile(request, profile, write=False)
+        return http.json_response(await self._call(principal, name, "get_memory", memory_id))
+
+    @app.delete("/v1/profiles/{profile}/memories/{memory_id}", status_code=204, tags=["memories"])
+    async def forget(self, profile: str, memory_id: str, request: Request) -> Response:
+        principal, name = self._profile(request, profile, write=True)
+        await self._call(principal, name, "forget", memory_id)
+        return Response(status_code=204)
+
+    @app.get("/v1/profiles", tags=["profiles"], responses=http.response_schema(ProfileList))
+    async def list_profiles(self, request: Request) -> Response:
+        principal = self._principal(request)
+        return http.json_response(ProfileList(profiles=self._profile_infos(principal)))
+
+    def _profile_infos(self, principal: Principal) -> list[ProfileInfo]:
+        """Counts read from each file without activating its actor (WAL readers are consistent)."""
+        from pathlib import Path
+
+        root = Path(self.settings.data_dir) / principal.tenant
+        infos = []
+        for db in sorted(root.glob("*/profile.db")):
+            name = db.parent.name
+            if not principal.may_use(name):
+                continue
+            conn = open_sync(db)
+            try:
+                infos.append(profile_info(name, conn.execute(COUNTS_SQL).fetchone()))
+            except Exception:  # a profile being created or deleted right now
+                log.warning("cannot read counts of profile %s", name, exc_info=True)
+            finally:
+                conn.close()
+        return infos
+
+    @app.delete("/v1/profiles/{profile}", status_code=204, tags=["profiles"])
+    async def delete_profile(self, profile: str, request: Request) -> Response:
+        principal, name = self._profile(request, profile, write=True)
+        await self.router.delete(principal.tenant, name)
+        return Response(status_code=204)
+
+    @app.post(
+        "/v1/profiles/{profile}/sessions/{session_id}/messages",
+        status_code=201,
+        tags=["sessions"],
+        **_write(AppendRequest, 201, "One turn"),
+    )
+    async def append_message(self, profile: str, session_id: str, request: Request) -> Response:
+        principal, name = self._profile(request, profile, write=True)
+        http.validate_name(session_id, "session")
+        body: AppendRequest = await self._body(request, AppendRequest)
+        http.check_content(body.content, self.limits)
+        result = await self._call(principal, name, "append_message", session_id, body, create=True)
+        return http.json_response(result, 201)
+
+    @app.get(
+        "/v1/profiles/{profile}/sessions/{session_id}/messages",
+        tags=["sessions"],
+        responses=http.response_schema(MessageList),
+    )
+    async def last_messages(
+        self,
+        profile: str,
+        session_id: str,
+        request: Request,
+        last: int | None = Query(None, ge=1, le=10_000),
+    ) -> Response:
+        principal, name = self._profile(request, profile, write=False)
+        http.validate_name(session_id, "session")
+        return http.json_response(
+            await self._call(principal, name, "last_messages", session_id, last)
+        )
+
+    @app.get(
+        "/v1/profiles/{profile}/sessions",
+        tags=["sessions"],
+        responses=http.response_schema(SessionList),
+    )
+    async def list_sessions(self, profile: str, request: Request) -> Response:
+        principal, name = self._profile(request, profile, write=False)
+        return http.json_response(await self._call(principal, name, "list_sessions"))
+
+    @app.post(
+        "/v1/profiles/{profile}/sessions/{session_id}/end",
+        tags=["sessions"],
+        responses=http.response_schema(SessionEnded),
+    )
+    async def end_session(self, profile: str, session_id: str, request: Request) -> Response:
+        principal, name = self._profile(request, profile, write=True)
+        http.validate_name(session_id, "session")
+        return http.json_response(await self._call(principal, name, "end_session", session_id))
+
+
+def build_app(settings: Settings) -> Any:
+    """The Serve application graph: the ingress and the embedder pool."""
+    embedder = EmbedderPool.options(**embedder_options(settings.models)).bind(settings.models)
+    return Ingress.options(num_replicas=settings.server.ingress_replicas).bind(settings, embedder)

@@ -1,0 +1,163 @@
+"""HTTP plumbing shared by the routes: bodies, limits, names, errors and JSON responses."""
+
+import logging
+import re
+from typing import Any, TypeVar
+
+import msgspec
+from fastapi import Request, Response
+from ray.exceptions import RayActorError, RayTaskError
+
+from raymem.config import LimitSettings
+from raymem.errors import InvalidRequest, PayloadTooLarge, RaymemError
+from raymem.types import (
+    NAME_PATTERN,
+    ErrorBody,
+    ErrorDetail,
+    IngestRequest,
+    RecallRequest,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+NAME = re.compile(NAME_PATTERN)
+JSON = "application/json"
+
+_decoders: dict[type, msgspec.json.Decoder[Any]] = {}
+
+
+def json_response(body: Any, status: int = 200) -> Response:
+    return Response(content=msgspec.json.encode(body), status_code=status, media_type=JSON)
+
+
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> Response:
+    body = ErrorBody(error=ErrorDetail(code=code, message=message))
+    return Response(msgspec.json.encode(body), status_code=status, media_type=JSON, headers=headers)
+
+
+def response_for(exc: BaseException) -> Response:
+    """The error response for any exception: ours keep their status, others are a logged 500."""
+    cause = exc.cause if isinstance(exc, RayTaskError) and exc.cause is not None else exc
+    if isinstance(cause, RaymemError):
+        headers = {"Retry-After": "1"} if cause.status in (429, 503) else None
+        return error_response(cause.status, cause.code, str(cause), headers)
+    if isinstance(cause, RayActorError):
+        log.warning("profile actor unavailable: %s", cause)
+        return error_response(
+            503, "unavailable", "The profile is restarting; retry", {"Retry-After": "1"}
+        )
+    log.error("internal error", exc_info=cause)
+    return error_response(500, "internal", "Internal error")
+
+
+def validate_name(value: str, what: str = "profile") -> str:
+    """Profile and session names: 1–128 of letters, digits and ``._-``, not starting with a dot."""
+    if not NAME.fullmatch(value):
+        raise InvalidRequest(
+            f"Invalid {what} name {value[:140]!r}: use 1-128 letters, digits, '.', '_' or '-',"
+            " not starting with a dot"
+        )
+    return value
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refusing more than ``limit`` bytes without reading it all."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(
+            f"Request body of {declared} bytes exceeds the limit of {limit} bytes"
+        )
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"Request body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def decode(body: bytes, kind: type[T]) -> T:
+    """Decode and validate a JSON body; a malformed or invalid one is a 400 naming the field."""
+    decoder = _decoders.get(kind)
+    if decoder is None:
+        decoder = _decoders[kind] = msgspec.json.Decoder(kind)
+    if not body.strip():
+        raise InvalidRequest("Request body is empty: send a JSON object")
+    try:
+        return decoder.decode(body)  # type: ignore[no-any-return]
+    except msgspec.ValidationError as exc:
+        raise InvalidRequest(f"Invalid request body: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise InvalidRequest(f"Malformed JSON: {exc}") from None
+
+
+def check_ingest_limits(body: IngestRequest, limits: LimitSettings) -> None:
+    if len(body.messages) > limits.max_messages_per_ingest:
+        raise PayloadTooLarge(
+            f"{len(body.messages)} messages exceed the limit of"
+            f" {limits.max_messages_per_ingest} per ingest"
+        )
+    if not body.messages:
+        raise InvalidRequest("Invalid request body: `messages` must not be empty - at `$.messages`")
+    for index, message in enumerate(body.messages):
+        check_content(message.content, limits, f"$.messages[{index}].content")
+
+
+def check_content(content: str, limits: LimitSettings, path: str = "$.content") -> None:
+    if len(content) > limits.max_content_chars:
+        raise PayloadTooLarge(
+            f"Content of {len(content)} characters exceeds the limit of"
+            f" {limits.max_content_chars} - at `{path}`"
+        )
+    if not content.strip():
+        raise InvalidRequest(f"Content must not be blank - at `{path}`")
+
+
+def check_recall_limits(body: RecallRequest, limits: LimitSettings) -> None:
+    if len(body.query) > limits.max_query_chars:
+        raise InvalidRequest(
+            f"Query of {len(body.query)} characters exceeds the limit of {limits.max_query_chars}"
+            " - at `$.query`"
+        )
+    if not body.query.strip():
+        raise InvalidRequest("Query must not be blank - at `$.query`")
+    check_limit(body.limit, limits)
+
+
+def check_limit(limit: int, limits: LimitSettings) -> None:
+    if limit > limits.max_limit:
+        raise InvalidRequest(f"limit {limit} exceeds the maximum of {limits.max_limit}")
+
+
+def body_schema(kind: type, description: str = "") -> dict[str, Any]:
+    """``openapi_extra`` documenting a msgspec request body (bodies are decoded by hand)."""
+    return {
+        "requestBody": {
+            "required": True,
+            "description": description,
+            "content": {JSON: {"schema": {"$ref": f"#/components/schemas/{kind.__name__}"}}},
+        }
+    }
+
+
+def response_schema(kind: type, status: int = 200) -> dict[int | str, dict[str, Any]]:
+    return {
+        status: {
+            "description": kind.__name__,
+            "content": {JSON: {"schema": {"$ref": f"#/components/schemas/{kind.__name__}"}}},
+        },
+        "4XX": {
+            "description": "Client error",
+            "content": {JSON: {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+        },
+    }
+
+
+def schema_components(kinds: list[type]) -> dict[str, Any]:
+    _, components = msgspec.json.schema_components(
+        kinds, ref_template="#/components/schemas/{name}"
+    )
+    return components

@@ -1,0 +1,52 @@
+"""Opening SQLite connections with FTS5 and sqlite-vec loaded.
+
+The stdlib ``sqlite3`` of many Python builds cannot load extensions, so
+connections go through ``pysqlite3`` (wheel ``pysqlite3-binary``) when it is
+installed, and through the stdlib module otherwise.
+"""
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import sqlite_vec
+
+try:  # pragma: no cover - which branch runs depends on the platform
+    import pysqlite3.dbapi2 as sqlite3
+except ImportError:  # pragma: no cover
+    import sqlite3  # type: ignore[no-redef]
+
+Error = sqlite3.Error
+IntegrityError = sqlite3.IntegrityError
+
+
+def _connector(path: Path, *, read_only: bool) -> Callable[[], Any]:
+    def connect() -> Any:
+        if read_only:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        else:
+            conn = sqlite3.connect(str(path), check_same_thread=False)
+        conn.isolation_level = None  # transactions are explicit: BEGIN IMMEDIATE … COMMIT
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+        conn.execute("PRAGMA busy_timeout = 5000")
+        if not read_only:
+            conn.execute("PRAGMA journal_mode = WAL")
+            # Every acknowledged write reaches the disk before the call returns.
+            conn.execute("PRAGMA synchronous = FULL")
+        return conn
+
+    return connect
+
+
+async def open_connection(path: Path, *, read_only: bool = False) -> aiosqlite.Connection:
+    """Open an async connection to the SQLite file at ``path`` with sqlite-vec loaded."""
+    conn = aiosqlite.Connection(_connector(path, read_only=read_only), iter_chunk_size=256)
+    return await conn
+
+
+def open_sync(path: Path, *, read_only: bool = True) -> Any:
+    """A blocking connection, for tools that read a profile without its actor."""
+    return _connector(path, read_only=read_only)()

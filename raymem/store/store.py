@@ -1,0 +1,591 @@
+"""ProfileStore: one profile's SQLite file with FTS5, sqlite-vec, version chains and a ledger.
+
+One writer connection (behind an ``asyncio.Lock``, since async actor calls
+interleave at every await) and one reader connection: in WAL mode readers
+never see half a write. This module imports no Ray.
+"""
+
+import asyncio
+import contextlib
+import hashlib
+import json
+from collections.abc import AsyncIterator, Iterable, Sequence
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import msgspec
+import numpy as np
+
+from raymem.errors import MemoryNotFound, SessionNotFound
+from raymem.store.connection import open_connection
+from raymem.types import Memory, ProfileInfo, Session, StoredMessage
+
+SCHEMA_VERSION = 1
+
+# Forward migrations: MIGRATIONS[v] takes a store at version v to v + 1.
+MIGRATIONS: dict[int, str] = {}
+
+MEMORY_COLUMNS = (
+    "seq, id, type, content, topic_key, event_time, importance, confidence, session_id, "
+    "source_message_ids, created_at, superseded_by, forgotten_at"
+)
+MESSAGE_COLUMNS = "seq, id, session_id, role, content, created_at"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def to_db_time(moment: datetime) -> str:
+    """UTC ISO 8601 with microseconds: sorts as text in time order. Naive times are UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def from_db_time(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
+
+
+def message_id(session_id: str, role: str, content: str) -> str:
+    """Content-addressed message id: the first 128 bits of SHA-256, as hex."""
+    digest = hashlib.sha256()
+    for part in (session_id, role, content):
+        data = part.encode()
+        digest.update(len(data).to_bytes(8, "big"))  # length-prefixed: no ambiguous joins
+        digest.update(data)
+    return digest.hexdigest()[:32]
+
+
+def content_hash(content: str) -> str:
+    """Hash of the normalised content (case and whitespace folded), for duplicate detection."""
+    normalised = " ".join(content.lower().split()).rstrip(".!")
+    return hashlib.sha256(normalised.encode()).hexdigest()[:32]
+
+
+class NewMessage(msgspec.Struct, kw_only=True):
+    id: str
+    session_id: str
+    role: str
+    content: str
+    created_at: str
+
+
+class NewMemory(msgspec.Struct, kw_only=True):
+    id: str
+    type: str
+    content: str
+    topic_key: str | None = None
+    event_time: str | None = None
+    importance: float = 0.5
+    confidence: float = 1.0
+    session_id: str | None = None
+    source_message_ids: list[str] = []
+    source_spans: list[tuple[int, int]] = []
+    search_queries: list[str] = []
+    created_at: str
+
+
+def _memory_from_row(row: Sequence[Any]) -> Memory:
+    return Memory(
+        id=row[1],
+        type=row[2],
+        content=row[3],
+        topic_key=row[4],
+        event_time=row[5],
+        importance=row[6],
+        confidence=row[7],
+        session_id=row[8],
+        source_message_ids=json.loads(row[9]),
+        created_at=datetime.fromisoformat(row[10]),
+        superseded_by=row[11],
+        forgotten_at=from_db_time(row[12]),
+    )
+
+
+def _message_from_row(row: Sequence[Any]) -> StoredMessage:
+    return StoredMessage(
+        id=row[1],
+        session_id=row[2],
+        role=row[3],
+        content=row[4],
+        created_at=datetime.fromisoformat(row[5]),
+    )
+
+
+def _placeholders(count: int) -> str:
+    return ",".join("?" * count)
+
+
+def _vector_blob(vector: Sequence[float] | np.ndarray) -> bytes:
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+class StoreWriter:
+    """The writes of one transaction; obtained from ``ProfileStore.write()``."""
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+
+    async def log(self, op: str, payload: Any) -> int:
+        cursor = await self._conn.execute(
+            "INSERT INTO ledger (at, op, payload) VALUES (?, ?, ?)",
+            (to_db_time(utc_now()), op, msgspec.json.encode(payload).decode()),
+        )
+        return int(cursor.lastrowid or 0)
+
+    async def insert_messages(self, messages: Sequence[NewMessage]) -> list[NewMessage]:
+        """Insert turns, ignoring ones already stored; returns those that are new."""
+        if not messages:
+            return []
+        ids = [m.id for m in messages]
+        existing = await self.existing_message_ids(ids)
+        new = [m for m in messages if m.id not in existing]
+        new = list({m.id: m for m in new}.values())  # the same turn twice in one request
+        if not new:
+            return []
+        ingested_at = to_db_time(utc_now())
+        await self._conn.executemany(
+            "INSERT OR IGNORE INTO messages (id, session_id, role, content, created_at, ingested_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            [(m.id, m.session_id, m.role, m.content, m.created_at, ingested_at) for m in new],
+        )
+        for session_id in {m.session_id for m in new}:
+            first = min(m.created_at for m in new if m.session_id == session_id)
+            await self._conn.execute(
+                "INSERT INTO sessions (id, started_at) VALUES (?, ?) ON CONFLICT (id) DO UPDATE"
+                " SET started_at = min(started_at, excluded.started_at)",
+                (session_id, first),
+            )
+        await self.log("messages", new)
+        return new
+
+    async def existing_message_ids(self, ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            async with self._conn.execute(
+                f"SELECT id FROM messages WHERE id IN ({_placeholders(len(chunk))})", chunk
+            ) as cursor:
+                found.update(row[0] for row in await cursor.fetchall())
+        return found
+
+    async def mark_extracted(self, message_ids: Sequence[str]) -> None:
+        await self._conn.executemany(
+            "UPDATE messages SET extracted = 1 WHERE id = ?", [(i,) for i in message_ids]
+        )
+
+    async def current_by_hash(self, hashes: Iterable[str]) -> dict[str, str]:
+        """Current (not superseded or forgotten) memories by content hash: hash -> id."""
+        hashes = list(set(hashes))
+        if not hashes:
+            return {}
+        async with self._conn.execute(
+            f"SELECT content_hash, id FROM memories WHERE content_hash IN"
+            f" ({_placeholders(len(hashes))}) AND superseded_by IS NULL AND forgotten_at IS NULL",
+            hashes,
+        ) as cursor:
+            return {row[0]: row[1] async for row in cursor}
+
+    async def current_by_topic(self, topic_keys: Iterable[str]) -> dict[str, str]:
+        """The head of each topic key's version chain: topic_key -> id."""
+        keys = list(set(topic_keys))
+        if not keys:
+            return {}
+        async with self._conn.execute(
+            f"SELECT topic_key, id FROM memories WHERE topic_key IN ({_placeholders(len(keys))})"
+            " AND superseded_by IS NULL AND forgotten_at IS NULL ORDER BY seq",
+            keys,
+        ) as cursor:
+            return {row[0]: row[1] async for row in cursor}
+
+    async def insert_memory(self, memory: NewMemory, supersedes: str | None = None) -> None:
+        """Insert one memory; when it supersedes another, link the old head to it."""
+        await self._conn.execute(
+            "INSERT INTO memories (id, type, content, content_hash, topic_key, event_time,"
+            " importance, confidence, session_id, source_message_ids, source_spans,"
+            " search_queries, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                memory.id,
+                memory.type,
+                memory.content,
+                content_hash(memory.content),
+                memory.topic_key,
+                memory.event_time,
+                memory.importance,
+                memory.confidence,
+                memory.session_id,
+                json.dumps(memory.source_message_ids),
+                json.dumps(memory.source_spans),
+                "\n".join(memory.search_queries),
+                memory.created_at,
+            ),
+        )
+        await self.log("memory", memory)
+        if supersedes is not None:
+            await self._conn.execute(
+                "UPDATE memories SET superseded_by = ? WHERE id = ? AND superseded_by IS NULL",
+                (memory.id, supersedes),
+            )
+            await self._delete_vector(supersedes)
+            await self.log("supersede", {"old": supersedes, "new": memory.id})
+
+    async def forget(self, memory_id: str) -> bool:
+        """Mark a memory forgotten; False when it is unknown."""
+        async with self._conn.execute(
+            "SELECT forgotten_at FROM memories WHERE id = ?", (memory_id,)
+        ) as cursor:
+            row = await cursor.fetchone()
+        if row is None:
+            return False
+        if row[0] is None:
+            at = to_db_time(utc_now())
+            await self._conn.execute(
+                "UPDATE memories SET forgotten_at = ? WHERE id = ?", (at, memory_id)
+            )
+            await self._delete_vector(memory_id)
+            await self.log("forget", {"id": memory_id, "at": at})
+        return True
+
+    async def _delete_vector(self, memory_id: str) -> None:
+        await self._conn.execute(
+            "DELETE FROM memory_vectors WHERE rowid = (SELECT seq FROM memories WHERE id = ?)",
+            (memory_id,),
+        )
+
+    async def end_session(self, session_id: str) -> None:
+        at = to_db_time(utc_now())
+        await self._conn.execute(
+            "UPDATE sessions SET ended_at = coalesce(ended_at, ?), consolidated_at = ?"
+            " WHERE id = ?",
+            (at, at, session_id),
+        )
+        await self.log("session_end", {"id": session_id, "at": at})
+
+    async def set_vectors(
+        self, table: str, rows: Sequence[tuple[int, Sequence[float] | np.ndarray]]
+    ) -> None:
+        """Store embeddings for memories or messages and mark them vectorised."""
+        source = {"memory_vectors": "memories", "message_vectors": "messages"}[table]
+        if source == "memories":
+            # A memory superseded or forgotten while it was being embedded gets no vector.
+            seqs = [seq for seq, _ in rows]
+            async with self._conn.execute(
+                f"SELECT seq FROM memories WHERE seq IN ({_placeholders(len(seqs))})"
+                " AND superseded_by IS NULL AND forgotten_at IS NULL",
+                seqs,
+            ) as cursor:
+                live = {row[0] async for row in cursor}
+            rows = [(seq, vec) for seq, vec in rows if seq in live]
+        await self._conn.executemany(
+            f"INSERT OR REPLACE INTO {table} (rowid, embedding) VALUES (?, ?)",
+            [(seq, _vector_blob(vec)) for seq, vec in rows],
+        )
+        await self._conn.executemany(
+            f"UPDATE {source} SET vectorised = 1 WHERE seq = ?", [(seq,) for seq, _ in rows]
+        )
+
+
+class ProfileStore:
+    """One profile's SQLite file: messages, memories, indexes, sessions and the ledger."""
+
+    def __init__(
+        self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection, dim: int
+    ) -> None:
+        self.path = path
+        self.dim = dim
+        self._writer, self._reader = writer, reader
+        self._write_lock = asyncio.Lock()
+
+    @classmethod
+    async def open(cls, path: str | Path, *, dim: int, embedder: str = "") -> "ProfileStore":
+        """Open (creating if needed) the store at ``path`` for embeddings of ``dim`` dimensions.
+
+        Raises:
+            ValueError: the file was made for embeddings of another dimension.
+        """
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        writer = await open_connection(path)
+        try:
+            await cls._migrate(writer, dim=dim, embedder=embedder)
+            async with writer.execute("SELECT value FROM meta WHERE key = 'dim'") as cursor:
+                row = await cursor.fetchone()
+            stored_dim = int(row[0])
+            if stored_dim != dim:
+                raise ValueError(
+                    f"Store {str(path)!r} holds {stored_dim}-d vectors; the embedder makes {dim}-d"
+                )
+            reader = await open_connection(path, read_only=True)
+        except BaseException:
+            await writer.close()
+            raise
+        return cls(path, writer, reader, dim)
+
+    @staticmethod
+    async def _migrate(conn: aiosqlite.Connection, *, dim: int, embedder: str) -> None:
+        async with conn.execute("PRAGMA user_version") as cursor:
+            version = (await cursor.fetchone())[0]
+        if version == 0:
+            schema = resources.files("raymem.store").joinpath("schema.sql").read_text()
+            script = schema.replace("{dim}", str(int(dim)))
+            await conn.executescript(
+                f"BEGIN IMMEDIATE;\n{script}\n"
+                f"INSERT INTO meta (key, value) VALUES ('dim', '{int(dim)}');\n"
+                f"PRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;"
+            )
+            await conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('embedder', ?)", (embedder,)
+            )
+            return
+        while version < SCHEMA_VERSION:
+            await conn.executescript(
+                f"BEGIN IMMEDIATE;\n{MIGRATIONS[version]}\n"
+                f"PRAGMA user_version = {version + 1};\nCOMMIT;"
+            )
+            version += 1
+
+    async def close(self) -> None:
+        async with self._write_lock:
+            await self._reader.close()
+            await self._writer.close()
+
+    @contextlib.asynccontextmanager
+    async def write(self) -> AsyncIterator[StoreWriter]:
+        """One transaction: everything written inside commits together or not at all."""
+        async with self._write_lock:
+            await self._writer.execute("BEGIN IMMEDIATE")
+            try:
+                yield StoreWriter(self._writer)
+            except BaseException:
+                await self._writer.execute("ROLLBACK")
+                raise
+            await self._writer.execute("COMMIT")
+
+    # ------------------------------------------------------------------ reads
+
+    async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        async with self._reader.execute(sql, params) as cursor:
+            return list(await cursor.fetchall())
+
+    async def existing_message_ids(self, ids: Sequence[str]) -> set[str]:
+        return await StoreWriter(self._reader).existing_message_ids(ids)
+
+    async def get_memory(self, memory_id: str) -> Memory:
+        rows = await self._fetchall(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
+        )
+        if not rows:
+            raise MemoryNotFound(memory_id)
+        return _memory_from_row(rows[0])
+
+    async def history(self, memory_id: str) -> list[Memory]:
+        """The whole version chain that ``memory_id`` belongs to, oldest first."""
+        chain = [await self.get_memory(memory_id)]
+        while True:  # walk back: the version this one superseded
+            rows = await self._fetchall(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE superseded_by = ?", (chain[0].id,)
+            )
+            if not rows:
+                break
+            chain.insert(0, _memory_from_row(rows[0]))
+        while chain[-1].superseded_by is not None:  # walk forward to the head
+            chain.append(await self.get_memory(chain[-1].superseded_by))
+        return chain
+
+    async def list_memories(
+        self,
+        *,
+        types: Sequence[str] | None = None,
+        session_id: str | None = None,
+        include_superseded: bool = False,
+        limit: int = 50,
+        before_seq: int | None = None,
+    ) -> tuple[list[Memory], int | None]:
+        """Newest first; returns the page and the cursor (a seq) of the next page."""
+        where, params = self._memory_filters(types, session_id, include_superseded)
+        if before_seq is not None:
+            where.append("seq < ?")
+            params.append(before_seq)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        rows = await self._fetchall(
+            f"SELECT {MEMORY_COLUMNS} FROM memories {clause} ORDER BY seq DESC LIMIT ?",
+            [*params, limit + 1],
+        )
+        next_seq = rows[limit - 1][0] if len(rows) > limit else None
+        return [_memory_from_row(row) for row in rows[:limit]], next_seq
+
+    @staticmethod
+    def _memory_filters(
+        types: Sequence[str] | None, session_id: str | None, include_superseded: bool
+    ) -> tuple[list[str], list[Any]]:
+        where: list[str] = []
+        params: list[Any] = []
+        if not include_superseded:
+            where.append("superseded_by IS NULL AND forgotten_at IS NULL")
+        if types:
+            where.append(f"type IN ({_placeholders(len(types))})")
+            params.extend(types)
+        if session_id is not None:
+            where.append("session_id = ?")
+            params.append(session_id)
+        return where, params
+
+    async def memories_by_seq(self, seqs: Sequence[int]) -> dict[int, Memory]:
+        if not seqs:
+            return {}
+        rows = await self._fetchall(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE seq IN ({_placeholders(len(seqs))})",
+            list(seqs),
+        )
+        return {row[0]: _memory_from_row(row) for row in rows}
+
+    async def memories_by_id(self, ids: Sequence[str]) -> list[Memory]:
+        if not ids:
+            return []
+        rows = await self._fetchall(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({_placeholders(len(ids))})",
+            list(ids),
+        )
+        by_id = {row[1]: _memory_from_row(row) for row in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    async def messages_by_seq(self, seqs: Sequence[int]) -> dict[int, StoredMessage]:
+        if not seqs:
+            return {}
+        rows = await self._fetchall(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE seq IN ({_placeholders(len(seqs))})",
+            list(seqs),
+        )
+        return {row[0]: _message_from_row(row) for row in rows}
+
+    async def search_memories_text(
+        self,
+        fts_query: str,
+        *,
+        limit: int,
+        types: Sequence[str] | None = None,
+        session_id: str | None = None,
+    ) -> list[int]:
+        """Seqs of current memories matching an FTS5 query, best BM25 first."""
+        where, params = self._memory_filters(types, session_id, include_superseded=False)
+        extra = "".join(f" AND m.{clause}" for clause in where)
+        rows = await self._fetchall(
+            "SELECT m.seq FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
+            f" WHERE memories_fts MATCH ?{extra} ORDER BY bm25(memories_fts, 1.0, 0.5) LIMIT ?",
+            [fts_query, *params, limit],
+        )
+        return [row[0] for row in rows]
+
+    async def search_messages_text(
+        self, fts_query: str, *, limit: int, session_id: str | None = None
+    ) -> list[int]:
+        """Seqs of raw messages matching an FTS5 query, best BM25 first."""
+        extra, params = ("", []) if session_id is None else (" AND m.session_id = ?", [session_id])
+        rows = await self._fetchall(
+            "SELECT m.seq FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid"
+            f" WHERE messages_fts MATCH ?{extra} ORDER BY bm25(messages_fts) LIMIT ?",
+            [fts_query, *params, limit],
+        )
+        return [row[0] for row in rows]
+
+    async def search_vectors(
+        self, table: str, vector: Sequence[float] | np.ndarray, *, limit: int
+    ) -> list[tuple[int, float]]:
+        """Nearest neighbours in ``memory_vectors`` or ``message_vectors``: (seq, cosine distance)."""
+        if table not in ("memory_vectors", "message_vectors"):
+            raise ValueError(f"Unknown vector table {table!r}")
+        rows = await self._fetchall(
+            f"SELECT rowid, distance FROM {table} WHERE embedding MATCH ? AND k = ?",
+            (_vector_blob(vector), limit),
+        )
+        return [(row[0], row[1]) for row in rows]
+
+    async def current_by_topic(self, topic_keys: Sequence[str]) -> list[int]:
+        """Seqs of the current heads of the given topic keys."""
+        if not topic_keys:
+            return []
+        rows = await self._fetchall(
+            f"SELECT seq FROM memories WHERE topic_key IN ({_placeholders(len(topic_keys))})"
+            " AND superseded_by IS NULL AND forgotten_at IS NULL ORDER BY seq DESC",
+            list(topic_keys),
+        )
+        return [row[0] for row in rows]
+
+    async def pending_vectors(self, table: str, limit: int = 256) -> list[tuple[int, str]]:
+        """Rows still waiting for an embedding: (seq, text to embed)."""
+        if table == "memory_vectors":
+            sql = (
+                "SELECT seq, search_queries || char(10) || content FROM memories WHERE"
+                " vectorised = 0 AND type != 'task' AND superseded_by IS NULL"
+                " AND forgotten_at IS NULL ORDER BY seq LIMIT ?"
+            )
+        else:
+            sql = "SELECT seq, content FROM messages WHERE vectorised = 0 ORDER BY seq LIMIT ?"
+        return [(row[0], row[1].strip()) for row in await self._fetchall(sql, (limit,))]
+
+    async def session_messages(
+        self, session_id: str, *, last: int | None = None, unextracted_only: bool = False
+    ) -> list[tuple[int, StoredMessage]]:
+        """A session's turns, oldest first (the last ``last`` of them when given)."""
+        where = "session_id = ?" + (" AND extracted = 0" if unextracted_only else "")
+        if last is None:
+            sql = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE {where} ORDER BY created_at, seq"
+            rows = await self._fetchall(sql, (session_id,))
+        else:
+            sql = (
+                f"SELECT * FROM (SELECT {MESSAGE_COLUMNS} FROM messages WHERE {where}"
+                " ORDER BY created_at DESC, seq DESC LIMIT ?) ORDER BY created_at, seq"
+            )
+            rows = await self._fetchall(sql, (session_id, last))
+        return [(row[0], _message_from_row(row)) for row in rows]
+
+    async def get_session(self, session_id: str) -> Session:
+        rows = await self._fetchall(
+            "SELECT s.id, s.started_at, s.ended_at, s.consolidated_at,"
+            " (SELECT count(*) FROM messages m WHERE m.session_id = s.id)"
+            " FROM sessions s WHERE s.id = ?",
+            (session_id,),
+        )
+        if not rows:
+            raise SessionNotFound(session_id)
+        return self._session_from_row(rows[0])
+
+    async def list_sessions(self) -> list[Session]:
+        rows = await self._fetchall(
+            "SELECT s.id, s.started_at, s.ended_at, s.consolidated_at, count(m.seq)"
+            " FROM sessions s LEFT JOIN messages m ON m.session_id = s.id"
+            " GROUP BY s.id ORDER BY s.started_at DESC"
+        )
+        return [self._session_from_row(row) for row in rows]
+
+    @staticmethod
+    def _session_from_row(row: Sequence[Any]) -> Session:
+        return Session(
+            id=row[0],
+            started_at=datetime.fromisoformat(row[1]),
+            ended_at=from_db_time(row[2]),
+            consolidated_at=from_db_time(row[3]),
+            message_count=row[4],
+        )
+
+    async def info(self, name: str) -> ProfileInfo:
+        return profile_info(name, (await self._fetchall(COUNTS_SQL))[0])
+
+    async def ledger_seq(self) -> int:
+        rows = await self._fetchall("SELECT coalesce(max(seq), 0) FROM ledger")
+        return int(rows[0][0])
+
+
+COUNTS_SQL = (
+    "SELECT (SELECT count(*) FROM messages),"
+    " (SELECT count(*) FROM memories WHERE superseded_by IS NULL AND forgotten_at IS NULL),"
+    " (SELECT count(*) FROM sessions)"
+)
+
+
+def profile_info(name: str, counts: Sequence[int]) -> ProfileInfo:
+    return ProfileInfo(name=name, messages=counts[0], memories=counts[1], sessions=counts[2])

@@ -1,0 +1,175 @@
+"""The wire schema: msgspec Structs shared by the server, the client, the CLI and Ray calls.
+
+Inbound bodies forbid unknown fields, so a misspelt key is a 400 rather than a
+silently ignored option. Every Struct lives here, in an importable module,
+because Ray pickles them between processes.
+"""
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+import msgspec
+
+MemoryType = Literal["fact", "event", "instruction", "task"]
+Role = Literal["user", "assistant", "tool", "system"]
+
+# Names of profiles and sessions: they become directory names and actor names,
+# so they are restricted to a safe alphabet and may not start with a dot.
+NAME_PATTERN = r"^[A-Za-z0-9_\-][A-Za-z0-9._\-]{0,127}$"
+Name = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN)]
+Fraction = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+NonEmptyText = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class Schema(msgspec.Struct, kw_only=True):
+    """Base for every type that crosses HTTP, Ray or object storage."""
+
+
+class Request(Schema, forbid_unknown_fields=True):
+    """Inbound bodies: unknown fields are rejected."""
+
+
+# ----------------------------------------------------------------- requests
+
+
+class MessageIn(Request, kw_only=True):
+    role: Role
+    content: NonEmptyText
+    created_at: datetime | None = None  # message time; defaults to the time it is stored
+
+
+class IngestRequest(Request, kw_only=True):
+    session_id: Name
+    messages: list[MessageIn]
+
+
+class RememberRequest(Request, kw_only=True):
+    content: NonEmptyText
+    session_id: Name | None = None
+    type: MemoryType | None = None  # None: classify it
+    importance: Fraction | None = None
+
+
+class RecallRequest(Request, kw_only=True):
+    query: NonEmptyText
+    limit: Annotated[int, msgspec.Meta(ge=1)] = 10
+    types: list[MemoryType] | None = None
+    session_id: Name | None = None
+    synthesize: bool = True
+    include_messages: bool = True  # the raw-message channel (the safety net)
+
+
+class AppendRequest(Request, kw_only=True):
+    role: Role
+    content: NonEmptyText
+    created_at: datetime | None = None
+
+
+# ---------------------------------------------------------------- responses
+
+
+class Memory(Schema, kw_only=True):
+    id: str
+    type: str
+    content: str
+    topic_key: str | None = None
+    event_time: str | None = None
+    importance: float = 0.5
+    confidence: float = 1.0
+    session_id: str | None = None
+    source_message_ids: list[str] = []
+    created_at: datetime
+    superseded_by: str | None = None
+    forgotten_at: datetime | None = None
+
+
+class MemoryWithHistory(Memory, kw_only=True):
+    history: list[Memory] = []  # the supersession chain, oldest first, this one included
+
+
+class RecallHit(Memory, kw_only=True):
+    """A recalled memory, or a raw message (type "message") that only the message channels found."""
+
+    score: float = 0.0
+    channels: list[str] = []
+    role: str | None = None  # set on raw messages only
+
+
+class RecallResult(Schema, kw_only=True):
+    answer: str
+    memories: list[RecallHit]
+    method: str
+    latency_ms: dict[str, float]
+
+
+class StoredMessage(Schema, kw_only=True):
+    id: str
+    session_id: str
+    role: str
+    content: str
+    created_at: datetime
+
+
+class MessageCounts(Schema, kw_only=True):
+    stored: int
+    duplicates: int
+
+
+class MemoryCounts(Schema, kw_only=True):
+    added: int
+    superseded: int
+    duplicates: int
+
+
+class IngestResult(Schema, kw_only=True):
+    session_id: str
+    messages: MessageCounts
+    memories: MemoryCounts
+    memory_ids: list[str]
+
+
+class MemoryPage(Schema, kw_only=True):
+    memories: list[Memory]
+    next_cursor: str | None = None
+
+
+class MessageList(Schema, kw_only=True):
+    messages: list[StoredMessage]
+
+
+class Session(Schema, kw_only=True):
+    id: str
+    started_at: datetime
+    ended_at: datetime | None = None
+    consolidated_at: datetime | None = None
+    message_count: int = 0
+
+
+class SessionList(Schema, kw_only=True):
+    sessions: list[Session]
+
+
+class SessionEnded(Schema, kw_only=True):
+    session: Session
+    memories: MemoryCounts
+    memory_ids: list[str]
+
+
+class ProfileInfo(Schema, kw_only=True):
+    name: str
+    messages: int
+    memories: int
+    sessions: int
+
+
+class ProfileList(Schema, kw_only=True):
+    profiles: list[ProfileInfo]
+
+
+class ErrorDetail(Schema, kw_only=True):
+    code: str
+    message: str
+
+
+class ErrorBody(Schema, kw_only=True):
+    error: ErrorDetail
