@@ -127,8 +127,18 @@ class ProfileActor:
         log.info(
             "profile %s hibernates after %.0f s idle", self.name, time.monotonic() - self._last_used
         )
-        # Lets calls already queued finish (they raise ProfileClosing), then frees the name.
-        ray.get_runtime_context().current_actor.__ray_terminate__.remote()
+        self._exit_soon()
+
+    def _exit_soon(self) -> None:
+        """Kill this actor's process right after the current reply is sent.
+
+        The store is closed first, so nothing is lost; calls queued behind this one
+        fail with ActorDiedError without having run, and callers retry them against
+        a fresh activation. (A graceful ``__ray_terminate__`` sent to oneself left
+        the name taken for seconds here.)
+        """
+        me = ray.get_runtime_context().current_actor
+        asyncio.get_running_loop().call_later(0.05, lambda: ray.kill(me, no_restart=True))
 
     # ---------------------------------------------------------- vectorising
 
@@ -299,4 +309,4 @@ class ProfileActor:
         if self._store is not None:
             await self._store.close()
         shutil.rmtree(self.path.parent, ignore_errors=True)
-        ray.get_runtime_context().current_actor.__ray_terminate__.remote()
+        self._exit_soon()

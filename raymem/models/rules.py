@@ -154,6 +154,8 @@ def classify(sentence: str) -> tuple[str, float]:
         return "instruction", 0.8
     if TASK_PATTERN.search(sentence):
         return "task", 0.6
+    if any(pattern.search(sentence) for pattern, _ in PERSONAL_ATTRIBUTES):
+        return "fact", 0.7  # a dated change of state ("moved to Vienna in May") is still a fact
     if EVENT_PATTERN.search(sentence):
         return "event", 0.5
     return "fact", 0.5

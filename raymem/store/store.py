@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -286,6 +286,113 @@ class StoreWriter:
         )
         await self._conn.executemany(
             f"UPDATE {source} SET vectorised = 1 WHERE seq = ?", [(seq,) for seq, _ in rows]
+        )
+
+    # ------------------------------------------- restore: import and ledger replay
+
+    async def is_empty(self) -> bool:
+        """True when the profile holds no session, message, memory or ledger entry."""
+        async with self._conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM sessions) OR EXISTS (SELECT 1 FROM messages)"
+            " OR EXISTS (SELECT 1 FROM memories) OR EXISTS (SELECT 1 FROM ledger)"
+        ) as cursor:
+            row = await cursor.fetchone()
+        return not row[0]
+
+    async def restore_rows(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert whole rows as exported (archive import, ledger replay); known ids are skipped.
+
+        Rows carry the columns of ``RESTORE_COLUMNS[table]``; list columns (source
+        ids and spans, search queries) as lists. The content hash is derived here;
+        vectors are not part of a row: the rows are left to be vectorised.
+
+        Raises:
+            ValueError: an unknown table.
+        """
+        columns = RESTORE_COLUMNS.get(table)
+        if columns is None:
+            raise ValueError(f"Cannot restore rows of table {table!r}")
+        if not rows:
+            return
+        values = [tuple(_restore_value(column, row) for column in columns) for row in rows]
+        names = list(columns)
+        if table == "memories":
+            names.append("content_hash")
+            values = [
+                (*value, content_hash(row["content"]))
+                for value, row in zip(values, rows, strict=True)
+            ]
+        await self._conn.executemany(
+            f"INSERT OR IGNORE INTO {table} ({', '.join(names)})"
+            f" VALUES ({_placeholders(len(names))})",
+            values,
+        )
+
+    async def append_ledger(self, seq: int, at: str, op: str, payload: str) -> None:
+        """Write a ledger entry under a given seq (replay, import); later entries follow it."""
+        await self._conn.execute(
+            "INSERT INTO ledger (seq, at, op, payload) VALUES (?, ?, ?, ?)",
+            (seq, at, op, payload),
+        )
+
+    async def replay(self, seq: int, at: str, op: str, payload: str) -> bool:
+        """Apply one ledger entry of another copy of this profile, and log it under its seq.
+
+        Idempotent: an entry at or below the local ledger seq is skipped, so
+        replaying the same entries twice changes nothing. Returns whether it applied.
+
+        Raises:
+            ValueError: an op this version cannot replay.
+        """
+        async with self._conn.execute("SELECT coalesce(max(seq), 0) FROM ledger") as cursor:
+            if seq <= (await cursor.fetchone())[0]:
+                return False
+        data = json.loads(payload)
+        if op == "messages":
+            await self._replay_messages(data, at)
+        elif op == "memory":
+            await self.restore_rows("memories", [data])
+        elif op == "supersede":
+            await self._conn.execute(
+                "UPDATE memories SET superseded_by = ? WHERE id = ? AND superseded_by IS NULL",
+                (data["new"], data["old"]),
+            )
+            await self._delete_vector(data["old"])
+        elif op == "forget":
+            await self._conn.execute(
+                "UPDATE memories SET forgotten_at = ? WHERE id = ? AND forgotten_at IS NULL",
+                (data["at"], data["id"]),
+            )
+            await self._delete_vector(data["id"])
+        elif op == "session_end":
+            await self._conn.execute(
+                "UPDATE sessions SET ended_at = coalesce(ended_at, ?), consolidated_at = ?"
+                " WHERE id = ?",
+                (data["at"], data["at"], data["id"]),
+            )
+            # consolidate_session marks the session's turns extracted in the same transaction.
+            await self._conn.execute(
+                "UPDATE messages SET extracted = 1 WHERE session_id = ?", (data["id"],)
+            )
+        elif op == "extracted":  # not logged yet; see REPLAYED_MESSAGES_EXTRACTED
+            await self.mark_extracted(data["ids"])
+        elif op == "import":
+            for table in ("sessions", "messages", "memories"):
+                await self.restore_rows(table, data.get(table, []))
+        else:
+            raise ValueError(f"Cannot replay ledger op {op!r} (seq {seq})")
+        await self.append_ledger(seq, at, op, payload)
+        return True
+
+    async def _replay_messages(self, messages: list[dict[str, Any]], at: str) -> None:
+        rows = [
+            {**m, "ingested_at": at, "extracted": REPLAYED_MESSAGES_EXTRACTED} for m in messages
+        ]
+        await self.restore_rows("messages", rows)
+        await self._conn.executemany(
+            "INSERT INTO sessions (id, started_at) VALUES (?, ?) ON CONFLICT (id) DO UPDATE"
+            " SET started_at = min(started_at, excluded.started_at)",
+            [(m["session_id"], m["created_at"]) for m in messages],
         )
 
 
@@ -579,6 +686,80 @@ class ProfileStore:
         rows = await self._fetchall("SELECT coalesce(max(seq), 0) FROM ledger")
         return int(rows[0][0])
 
+    # ------------------------------------------------------ reads for recall
+
+    async def search_messages_between(
+        self,
+        fts_query: str | None,
+        start: str,
+        end: str,
+        *,
+        limit: int,
+        session_id: str | None = None,
+    ) -> list[int]:
+        """Seqs of raw messages whose time is in [start, end), best BM25 first.
+
+        With no ``fts_query``, the messages of the range, newest first. Times are
+        ``to_db_time`` strings, which sort in time order.
+        """
+        where = "m.created_at >= ? AND m.created_at < ?"
+        params: list[Any] = [start, end]
+        if session_id is not None:
+            where += " AND m.session_id = ?"
+            params.append(session_id)
+        if fts_query is None:
+            sql = f"SELECT m.seq FROM messages m WHERE {where} ORDER BY m.created_at DESC LIMIT ?"
+            rows = await self._fetchall(sql, [*params, limit])
+        else:
+            rows = await self._fetchall(
+                "SELECT m.seq FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid"
+                f" WHERE messages_fts MATCH ? AND {where} ORDER BY bm25(messages_fts) LIMIT ?",
+                [fts_query, *params, limit],
+            )
+        return [row[0] for row in rows]
+
+    async def adjacent_messages(
+        self, seqs: Sequence[int], *, window: int = 1
+    ) -> dict[int, list[int]]:
+        """For each message seq, the seqs of the turns next to it in its session (itself excluded)."""
+        if not seqs:
+            return {}
+        rows = await self._fetchall(
+            "SELECT m.seq, n.seq FROM messages m JOIN messages n ON n.session_id = m.session_id"
+            " AND n.seq BETWEEN m.seq - ? AND m.seq + ? AND n.seq != m.seq"
+            f" WHERE m.seq IN ({_placeholders(len(seqs))}) ORDER BY m.seq, n.seq",
+            [window, window, *seqs],
+        )
+        adjacent: dict[int, list[int]] = {}
+        for seq, neighbour in rows:
+            adjacent.setdefault(seq, []).append(neighbour)
+        return adjacent
+
+    async def messages_by_id(self, ids: Sequence[str]) -> dict[str, tuple[int, StoredMessage]]:
+        """Raw messages by id: id -> (seq, message)."""
+        if not ids:
+            return {}
+        rows = await self._fetchall(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN ({_placeholders(len(ids))})",
+            list(ids),
+        )
+        return {row[1]: (row[0], _message_from_row(row)) for row in rows}
+
+    async def latest_activity(self) -> datetime | None:
+        """The start of the newest session: the profile's present, for relative dates."""
+        rows = await self._fetchall("SELECT max(started_at) FROM sessions")
+        return from_db_time(rows[0][0]) if rows else None
+
+    async def ledger_entries(
+        self, after_seq: int, *, limit: int = 1000
+    ) -> list[tuple[int, str, str, str]]:
+        """Committed ledger entries after ``after_seq``, oldest first: (seq, at, op, payload)."""
+        rows = await self._fetchall(
+            "SELECT seq, at, op, payload FROM ledger WHERE seq > ? ORDER BY seq LIMIT ?",
+            (after_seq, limit),
+        )
+        return [(row[0], row[1], row[2], row[3]) for row in rows]
+
 
 COUNTS_SQL = (
     "SELECT (SELECT count(*) FROM messages),"
@@ -589,3 +770,42 @@ COUNTS_SQL = (
 
 def profile_info(name: str, counts: Sequence[int]) -> ProfileInfo:
     return ProfileInfo(name=name, messages=counts[0], memories=counts[1], sessions=counts[2])
+
+
+# Whole-row columns of ``StoreWriter.restore_rows``, as the archive writes them.
+RESTORE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "sessions": ("id", "started_at", "ended_at", "consolidated_at"),
+    "messages": ("id", "session_id", "role", "content", "created_at", "ingested_at", "extracted"),
+    "memories": (
+        "id",
+        "type",
+        "content",
+        "topic_key",
+        "event_time",
+        "importance",
+        "confidence",
+        "session_id",
+        "source_message_ids",
+        "source_spans",
+        "search_queries",
+        "created_at",
+        "superseded_by",
+        "forgotten_at",
+    ),
+}
+
+# The ledger does not say whether a replayed turn had its memories extracted
+# (mark_extracted is not logged). Marking it extracted errs on the safe side:
+# re-extracting at session end could resurrect a forgotten or superseded memory.
+REPLAYED_MESSAGES_EXTRACTED = True
+
+
+def _restore_value(column: str, row: Mapping[str, Any]) -> Any:
+    value = row.get(column)
+    if column in ("source_message_ids", "source_spans"):
+        return json.dumps(value or [])
+    if column == "search_queries":
+        return "\n".join(value or [])
+    if column == "extracted":
+        return int(bool(value))
+    return value

@@ -1,0 +1,428 @@
+"""JSON Lines archives of a whole profile: export, and import into a new or empty profile.
+
+An archive is one header line, then every session, message and memory as
+stored (ids, timestamps, version chains through ``superseded_by``, provenance
+and search queries), one JSON object per line with a ``kind`` field, in
+insertion order. Vectors are left out: they are recomputed after an import.
+Encoding is deterministic, so export → import → export gives the same bytes
+apart from the profile name in the header. A name ending in ``.gz`` is gzipped.
+"""
+
+import asyncio
+import gzip
+import io
+import itertools
+import math
+import os
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import msgspec
+
+from raymem.errors import Conflict, InvalidRequest
+from raymem.export.objectstore import ObjectStore, parse_s3_url
+from raymem.store import ProfileStore, StoreWriter, to_db_time, utc_now
+from raymem.store.connection import open_connection
+
+ARCHIVE_FORMAT = "raymem-archive"
+ARCHIVE_VERSION = 1
+BATCH_ROWS = 500
+
+# progress(done, total): rows written or read so far, and rows in the archive.
+Progress = Callable[[int, int], None]
+Source = str | Path | BinaryIO | bytes
+Destination = str | Path | BinaryIO
+
+
+class Line(msgspec.Struct, kw_only=True, tag_field="kind", forbid_unknown_fields=True):
+    """One line of an archive."""
+
+
+class Counts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    sessions: int
+    messages: int
+    memories: int  # every version, superseded and forgotten ones included
+
+
+class Header(Line, tag="header", kw_only=True):
+    format: str = ARCHIVE_FORMAT
+    version: int = ARCHIVE_VERSION
+    profile: str
+    ledger_seq: int  # the source's ledger seq when the archive was written
+    counts: Counts
+
+
+class SessionLine(Line, tag="session", kw_only=True):
+    id: str
+    started_at: str
+    ended_at: str | None
+    consolidated_at: str | None
+
+
+class MessageLine(Line, tag="message", kw_only=True):
+    id: str
+    session_id: str
+    role: str
+    content: str
+    created_at: str
+    ingested_at: str
+    extracted: bool
+
+
+class MemoryLine(Line, tag="memory", kw_only=True):
+    id: str
+    type: str
+    content: str
+    topic_key: str | None
+    event_time: str | None
+    importance: float
+    confidence: float
+    session_id: str | None
+    source_message_ids: list[str]
+    source_spans: list[tuple[int, int]]
+    search_queries: list[str]
+    created_at: str
+    superseded_by: str | None
+    forgotten_at: str | None
+
+
+RowLine = SessionLine | MessageLine | MemoryLine
+
+
+class ArchiveError(InvalidRequest):
+    """The input is not a readable raymem archive."""
+
+
+class ProfileNotEmpty(Conflict):
+    """An import was aimed at a profile that already holds data."""
+
+    code = "profile_not_empty"
+
+    def __init__(self, profile: str) -> None:
+        super().__init__(profile)
+        self.profile = profile
+
+    def __str__(self) -> str:
+        return (
+            f"Profile {self.profile!r} is not empty; import only into a new or empty profile"
+            " (delete it first, or import under another name)"
+        )
+
+
+_encoder = msgspec.json.Encoder()
+_header_decoder = msgspec.json.Decoder(Header)
+_row_decoder = msgspec.json.Decoder(RowLine)
+
+# (table, rowid column, columns, line type): what each part of the archive is read from.
+_PARTS: list[tuple[str, str, str, type[RowLine]]] = [
+    ("sessions", "rowid", "id, started_at, ended_at, consolidated_at", SessionLine),
+    (
+        "messages",
+        "seq",
+        "id, session_id, role, content, created_at, ingested_at, extracted",
+        MessageLine,
+    ),
+    (
+        "memories",
+        "seq",
+        "id, type, content, topic_key, event_time, importance, confidence, session_id,"
+        " source_message_ids, source_spans, search_queries, created_at, superseded_by,"
+        " forgotten_at",
+        MemoryLine,
+    ),
+]
+
+
+def _line(kind: type[RowLine], row: tuple[Any, ...]) -> RowLine:
+    """A row of ``_PARTS`` (columns in field order) as its archive line."""
+    fields = dict(zip(kind.__struct_fields__, row, strict=True))
+    if kind is MessageLine:
+        fields["extracted"] = bool(fields["extracted"])
+    elif kind is MemoryLine:
+        fields["source_message_ids"] = msgspec.json.decode(fields["source_message_ids"])
+        fields["source_spans"] = msgspec.json.decode(fields["source_spans"])
+        queries = fields["search_queries"]
+        fields["search_queries"] = queries.split("\n") if queries else []
+    return kind(**fields)
+
+
+def _store_path(source: ProfileStore | str | Path) -> Path:
+    return source.path if isinstance(source, ProfileStore) else Path(source)
+
+
+async def iter_archive(
+    source: ProfileStore | str | Path, *, profile: str, progress: Progress | None = None
+) -> AsyncIterator[bytes]:
+    """Yield a profile's archive as chunks of JSON Lines (for streaming over HTTP).
+
+    Reads through its own read-only connection inside one transaction: the
+    archive is a consistent point in time while the profile keeps serving.
+
+    Args:
+        source: the open store, or the path of a profile's SQLite file.
+        profile: the name written in the header.
+        progress: called with (rows done, rows total) after each chunk.
+    """
+    conn = await open_connection(_store_path(source), read_only=True)
+    try:
+        await conn.execute("BEGIN")  # one read snapshot for every query below
+        async with conn.execute(
+            "SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM messages),"
+            " (SELECT count(*) FROM memories), (SELECT coalesce(max(seq), 0) FROM ledger)"
+        ) as cursor:
+            sessions, messages, memories, seq = await cursor.fetchone()
+        counts = Counts(sessions=sessions, messages=messages, memories=memories)
+        yield _encoder.encode(Header(profile=profile, ledger_seq=seq, counts=counts)) + b"\n"
+        total, done = sessions + messages + memories, 0
+        for table, rowid, columns, kind in _PARTS:
+            after = 0
+            while True:
+                async with conn.execute(
+                    f"SELECT {rowid}, {columns} FROM {table} WHERE {rowid} > ?"
+                    f" ORDER BY {rowid} LIMIT ?",
+                    (after, BATCH_ROWS),
+                ) as cursor:
+                    rows = list(await cursor.fetchall())
+                if not rows:
+                    break
+                after = rows[-1][0]
+                yield b"".join(_encoder.encode(_line(kind, tuple(r[1:]))) + b"\n" for r in rows)
+                done += len(rows)
+                if progress is not None:
+                    progress(done, total)
+        await conn.execute("ROLLBACK")
+    finally:
+        await conn.close()
+
+
+def _gzip_writer(raw: BinaryIO) -> BinaryIO:
+    # No file name and no time in the gzip header: the same archive gives the same bytes.
+    return gzip.GzipFile(fileobj=raw, mode="wb", filename="", mtime=0)  # type: ignore[return-value]
+
+
+async def _write_file(chunks: AsyncIterator[bytes], path: Path, *, compress: bool) -> None:
+    """Write to a temporary file beside ``path``, then rename: never half an archive there."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            out = _gzip_writer(raw) if compress else raw
+            async for chunk in chunks:
+                await asyncio.to_thread(out.write, chunk)
+            if compress:
+                out.close()
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+async def export_archive(
+    source: ProfileStore | str | Path,
+    destination: Destination,
+    *,
+    profile: str,
+    object_store: ObjectStore | None = None,
+    progress: Progress | None = None,
+) -> Header:
+    """Write a profile's archive to a local file, an ``s3://bucket/key`` URL or a binary stream.
+
+    Args:
+        source: the open store, or the path of a profile's SQLite file.
+        destination: a path (gzipped when it ends in ``.gz``), an ``s3://`` URL
+            (uploaded in parts when large), or a writable binary stream.
+        profile: the name written in the header.
+        object_store: the service (endpoint, region) an ``s3://`` URL is reached
+            through; its bucket is replaced by the URL's. Default: AWS.
+        progress: called with (rows done, rows total).
+
+    Returns:
+        The archive's header.
+    """
+    headers: list[Header] = []
+
+    async def chunks() -> AsyncIterator[bytes]:
+        async for chunk in iter_archive(source, profile=profile, progress=progress):
+            if not headers:
+                headers.append(_header_decoder.decode(chunk))
+            yield chunk
+
+    if isinstance(destination, str) and destination.startswith("s3://"):
+        bucket, key = parse_s3_url(destination)
+        target = object_store.for_bucket(bucket) if object_store else ObjectStore(bucket)
+        with tempfile.TemporaryDirectory(prefix="raymem-export-") as tmp:
+            local = Path(tmp) / "archive"
+            await _write_file(chunks(), local, compress=key.endswith(".gz"))
+            await target.put_file(key, local)
+    elif isinstance(destination, str | Path):
+        path = Path(destination)
+        await _write_file(chunks(), path, compress=path.suffix == ".gz")
+    else:
+        async for chunk in chunks():
+            await asyncio.to_thread(destination.write, chunk)
+    return headers[0]
+
+
+def _open_lines(stream: BinaryIO) -> BinaryIO:
+    """Undo gzip when the stream starts with its magic bytes (seekable streams only)."""
+    if stream.seekable():
+        start = stream.tell()
+        magic = stream.read(2)
+        stream.seek(start)
+        if magic == b"\x1f\x8b":
+            return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[return-value]
+    return stream
+
+
+def _batches(stream: BinaryIO) -> Iterator[list[bytes]]:
+    lines = (line for line in _open_lines(stream) if line.strip())
+    while batch := list(itertools.islice(lines, BATCH_ROWS)):
+        yield batch
+
+
+class _LedgerChunks:
+    """Logs imported rows as replayable ``import`` ledger entries.
+
+    The last entry takes the source's ledger seq (when higher), so a re-export
+    carries the same seq; the chunk size keeps the entry count within it.
+    """
+
+    def __init__(self, writer: StoreWriter, header: Header) -> None:
+        self.writer, self.header = writer, header
+        rows = header.counts.sessions + header.counts.messages + header.counts.memories
+        self.size = max(BATCH_ROWS, math.ceil(rows / max(header.ledger_seq, 1)))
+        self.rows: dict[str, list[RowLine]] = {"sessions": [], "messages": [], "memories": []}
+        self.pending: dict[str, list[RowLine]] | None = None
+        self.last_seq = 0
+
+    async def add(self, table: str, line: RowLine) -> None:
+        self.rows[table].append(line)
+        if sum(map(len, self.rows.values())) >= self.size:
+            await self._rotate()
+
+    async def _rotate(self) -> None:
+        if self.pending is not None:
+            self.last_seq = await self.writer.log("import", self.pending)
+        self.pending = self.rows
+        self.rows = {"sessions": [], "messages": [], "memories": []}
+
+    async def finish(self) -> None:
+        if any(self.rows.values()):
+            await self._rotate()
+        if self.pending is None:
+            return
+        source = {"profile": self.header.profile, "ledger_seq": self.header.ledger_seq}
+        payload = msgspec.json.encode({**self.pending, "source": source}).decode()
+        seq = max(self.header.ledger_seq, self.last_seq + 1)
+        await self.writer.append_ledger(seq, to_db_time(utc_now()), "import", payload)
+
+
+_TABLE_OF = {SessionLine: "sessions", MessageLine: "messages", MemoryLine: "memories"}
+
+
+def _decode_header(line: bytes) -> Header:
+    try:
+        fields = msgspec.json.decode(line)
+    except msgspec.DecodeError as exc:
+        raise ArchiveError(f"Not a raymem archive: the first line is not JSON ({exc})") from exc
+    if not isinstance(fields, dict) or fields.get("format") != ARCHIVE_FORMAT:
+        raise ArchiveError(f"Not a raymem archive: no {ARCHIVE_FORMAT!r} header line")
+    version = fields.get("version")
+    if not isinstance(version, int) or version > ARCHIVE_VERSION:
+        raise ArchiveError(
+            f"Archive version {version!r} is newer than this raymem reads ({ARCHIVE_VERSION})"
+        )
+    try:
+        return _header_decoder.decode(line)
+    except msgspec.DecodeError as exc:
+        raise ArchiveError(f"Malformed archive header: {exc}") from exc
+
+
+async def _import_stream(
+    store: ProfileStore, stream: BinaryIO, profile: str, progress: Progress | None
+) -> Header:
+    batches = _batches(stream)
+    first = await asyncio.to_thread(next, batches, None)
+    if not first:
+        raise ArchiveError("The archive is empty")
+    header = _decode_header(first[0])
+    counts = {"sessions": 0, "messages": 0, "memories": 0}
+    total = header.counts.sessions + header.counts.messages + header.counts.memories
+    async with store.write() as writer:
+        if not await writer.is_empty():
+            raise ProfileNotEmpty(profile)
+        ledger = _LedgerChunks(writer, header)
+        batch: list[bytes] | None = first[1:]
+        line_number = 1
+        while batch is not None:
+            by_table: dict[str, list[RowLine]] = {"sessions": [], "messages": [], "memories": []}
+            for raw in batch:
+                line_number += 1
+                try:
+                    line = _row_decoder.decode(raw)
+                except msgspec.DecodeError as exc:
+                    raise ArchiveError(f"Line {line_number} of the archive: {exc}") from exc
+                table = _TABLE_OF[type(line)]
+                by_table[table].append(line)
+                await ledger.add(table, line)
+            for table, lines in by_table.items():
+                await writer.restore_rows(table, [msgspec.structs.asdict(x) for x in lines])
+                counts[table] += len(lines)
+            if progress is not None:
+                progress(sum(counts.values()), total)
+            batch = await asyncio.to_thread(next, batches, None)
+        if counts != msgspec.structs.asdict(header.counts):
+            raise ArchiveError(
+                f"The archive is incomplete: its header announces {header.counts},"
+                f" it holds {counts}"
+            )
+        await ledger.finish()
+    return header
+
+
+async def import_archive(
+    store: ProfileStore,
+    source: Source,
+    *,
+    profile: str,
+    object_store: ObjectStore | None = None,
+    progress: Progress | None = None,
+) -> Header:
+    """Load an archive into a new or empty profile, keeping ids, chains and timestamps.
+
+    Everything is written in one transaction: a failed import leaves the
+    profile empty. Memories are left to be vectorised by the profile's owner.
+
+    Args:
+        store: the target profile (any name; the archive's name is not used).
+        source: a path, an ``s3://bucket/key`` URL, a readable binary stream or
+            the archive's bytes; gzipped or not.
+        profile: the target's name, for error messages.
+        object_store: the service an ``s3://`` URL is reached through (default: AWS).
+        progress: called with (rows done, rows total).
+
+    Returns:
+        The archive's header.
+
+    Raises:
+        ProfileNotEmpty: the target holds data.
+        ArchiveError: the input is not a complete archive this version can read.
+    """
+    if isinstance(source, bytes):
+        return await _import_stream(store, io.BytesIO(source), profile, progress)
+    if isinstance(source, str) and source.startswith("s3://"):
+        bucket, key = parse_s3_url(source)
+        origin = object_store.for_bucket(bucket) if object_store else ObjectStore(bucket)
+        with tempfile.TemporaryDirectory(prefix="raymem-import-") as tmp:
+            local = Path(tmp) / "archive"
+            await origin.get_file(key, local)  # not inside the write transaction
+            with local.open("rb") as stream:
+                return await _import_stream(store, stream, profile, progress)
+    if isinstance(source, str | Path):
+        with Path(source).open("rb") as stream:
+            return await _import_stream(store, stream, profile, progress)
+    return await _import_stream(store, source, profile, progress)

@@ -1,0 +1,82 @@
+"""Shared fixtures: a real local Ray with the Serve app, real HTTP, real SQLite files."""
+
+import itertools
+import os
+import re
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import msgspec
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+from raymem.config import Settings, load_settings
+
+_counter = itertools.count()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(predicate, timeout: float = 60.0, interval: float = 0.05):  # type: ignore[no-untyped-def]
+    """Poll ``predicate`` until it returns a truthy value; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        time.sleep(interval)
+
+
+def make_settings(data_dir: Path, **env: str) -> Settings:
+    environ = {"RAYMEM_DATA_DIR": str(data_dir), **env}
+    return load_settings(environ=environ)
+
+
+@pytest.fixture(scope="session")
+def server_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    settings = make_settings(tmp_path_factory.mktemp("data"))
+    return msgspec.structs.replace(
+        settings, server=msgspec.structs.replace(settings.server, port=free_port())
+    )
+
+
+@pytest.fixture(scope="session")
+def serve_app(server_settings: Settings) -> Iterator[str]:
+    """The raymem Serve app on a real local Ray, reachable over real HTTP; yields its URL."""
+    from raymem.serve import server
+
+    server.start(server_settings, num_cpus=4)
+    url = f"http://127.0.0.1:{server_settings.server.port}"
+    wait_until(lambda: _healthy(url), timeout=120)
+    yield url
+    server.stop()
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.fixture
+def http(serve_app: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=serve_app, timeout=60) as client:
+        yield client
+
+
+@pytest.fixture
+def profile_name(request: pytest.FixtureRequest) -> str:
+    """A profile name unique to the test."""
+    return "t-" + re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:80] + f"-{next(_counter)}"

@@ -1,0 +1,183 @@
+"""ProfileStore on real SQLite files: schema, idempotent turns, indexes, chains, transactions."""
+
+import numpy as np
+import pytest
+
+from raymem.errors import MemoryNotFound
+from raymem.pipelines import ingest
+from raymem.store import ProfileStore, message_id
+from raymem.store.connection import open_sync
+from raymem.types import MessageIn
+
+DIM = 8
+
+
+@pytest.fixture
+async def store(tmp_path):
+    store = await ProfileStore.open(tmp_path / "p" / "profile.db", dim=DIM)
+    yield store
+    await store.close()
+
+
+def turns(*contents: str, role: str = "user") -> list[MessageIn]:
+    return [MessageIn(role=role, content=c) for c in contents]
+
+
+async def test_new_file_has_schema_wal_and_version(store, tmp_path):
+    conn = open_sync(store.path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    finally:
+        conn.close()
+    for table in (
+        "messages",
+        "messages_fts",
+        "memories",
+        "memories_fts",
+        "memory_vectors",
+        "message_vectors",
+        "ledger",
+        "sessions",
+    ):
+        assert table in tables
+
+
+async def test_reopening_with_another_dimension_is_refused(store, tmp_path):
+    with pytest.raises(ValueError, match="8-d"):
+        await ProfileStore.open(store.path, dim=16)
+
+
+def test_message_ids_are_content_addressed():
+    first = message_id("s1", "user", "hello there")
+    assert first == message_id("s1", "user", "hello there")
+    assert len(first) == 32 and int(first, 16) >= 0
+    assert first != message_id("s2", "user", "hello there")
+    assert first != message_id("s1", "assistant", "hello there")
+    # length-prefixed: moving text between fields changes the id
+    assert message_id("ab", "user", "c") != message_id("a", "user", "bc")
+
+
+async def test_reingesting_a_conversation_stores_nothing_new(store):
+    conversation = turns("I live in Budapest and work at Acme.", "Use pnpm, not npm.")
+    first = await ingest.ingest(store, "s1", conversation)
+    again = await ingest.ingest(store, "s1", conversation)
+    assert (first.messages.stored, first.messages.duplicates) == (2, 0)
+    assert first.memories.added == 2
+    assert (again.messages.stored, again.messages.duplicates) == (0, 2)
+    assert again.memories.added == 0 and again.memory_ids == []
+    info = await store.info("p")
+    assert (info.messages, info.memories, info.sessions) == (2, 2, 1)
+
+
+async def test_full_text_search_over_memories_and_messages(store):
+    await ingest.ingest(store, "s1", turns("Our staging database is called orchid-42 today."))
+    memory_seqs = await store.search_memories_text('"orchid"', limit=5)
+    message_seqs = await store.search_messages_text('"orchid"', limit=5)
+    assert len(memory_seqs) == 1 and len(message_seqs) == 1
+    memories = await store.memories_by_seq(memory_seqs)
+    assert "orchid-42" in memories[memory_seqs[0]].content
+    assert await store.search_memories_text('"tulip"', limit=5) == []
+
+
+async def test_vector_search_orders_by_cosine_distance(store):
+    await ingest.ingest(
+        store, "s1", turns("The first statement is here.", "The second one is here.")
+    )
+    pending = await store.pending_vectors("message_vectors")
+    assert len(pending) == 2
+    basis = np.eye(DIM, dtype=np.float32)
+    async with store.write() as writer:
+        await writer.set_vectors(
+            "message_vectors", [(pending[0][0], basis[0]), (pending[1][0], basis[1])]
+        )
+    assert await store.pending_vectors("message_vectors") == []
+    query = basis[1] * 0.9 + basis[0] * 0.1
+    hits = await store.search_vectors("message_vectors", query, limit=2)
+    assert [seq for seq, _ in hits] == [pending[1][0], pending[0][0]]
+    assert hits[0][1] < hits[1][1]
+
+
+async def test_same_topic_key_supersedes_and_keeps_the_chain(store):
+    old_id, _ = await ingest.remember(store, "I live in Budapest.", memory_id="m-old")
+    new_id, reconciled = await ingest.remember(
+        store, "I moved to Vienna in May 2026.", memory_id="m-new"
+    )
+    assert reconciled.superseded == 1
+    old = await store.get_memory(old_id)
+    assert old.superseded_by == new_id
+    chain = await store.history(old_id)
+    assert [m.id for m in chain] == [old_id, new_id]
+    assert [m.id for m in await store.history(new_id)] == [old_id, new_id]
+    current, _ = await store.list_memories()
+    assert [m.id for m in current] == [new_id]
+    everything, _ = await store.list_memories(include_superseded=True)
+    assert {m.id for m in everything} == {old_id, new_id}
+
+
+async def test_superseded_memory_loses_its_vector(store):
+    old_id, _ = await ingest.remember(store, "I live in Budapest.", memory_id="m-old")
+    [(seq, _)] = await store.pending_vectors("memory_vectors")
+    async with store.write() as writer:
+        await writer.set_vectors("memory_vectors", [(seq, np.ones(DIM))])
+    assert len(await store.search_vectors("memory_vectors", np.ones(DIM), limit=5)) == 1
+    await ingest.remember(store, "I moved to Vienna.", memory_id="m-new")
+    assert await store.search_vectors("memory_vectors", np.ones(DIM), limit=5) == []
+
+
+async def test_forget_hides_a_memory_but_keeps_it_readable(store):
+    memory_id, _ = await ingest.remember(store, "My locker code is 4411.", memory_id="m1")
+    async with store.write() as writer:
+        assert await writer.forget(memory_id) is True
+        assert await writer.forget("nope") is False
+    forgotten = await store.get_memory(memory_id)
+    assert forgotten.forgotten_at is not None
+    assert (await store.list_memories())[0] == []
+    assert await store.search_memories_text('"locker"', limit=5) == []
+    with pytest.raises(MemoryNotFound):
+        await store.get_memory("nope")
+
+
+async def test_list_pages_with_a_cursor_newest_first(store):
+    for index in range(7):
+        await ingest.remember(
+            store, f"Fact number {index} about the garden.", memory_id=f"m{index}"
+        )
+    seen, cursor = [], None
+    while True:
+        page, cursor = await store.list_memories(limit=3, before_seq=cursor)
+        seen.extend(m.id for m in page)
+        if cursor is None:
+            break
+    assert seen == [f"m{index}" for index in reversed(range(7))]
+
+
+async def test_a_failed_transaction_writes_nothing(store):
+    rows = ingest.build_messages("s1", turns("This turn must not survive the rollback."))
+    with pytest.raises(RuntimeError):
+        async with store.write() as writer:
+            await writer.insert_messages(rows)
+            raise RuntimeError("boom")
+    info = await store.info("p")
+    assert info.messages == 0 and info.sessions == 0
+    assert await store.ledger_seq() == 0
+
+
+async def test_every_mutation_is_in_the_ledger(store):
+    await ingest.ingest(store, "s1", turns("I live in Budapest."))
+    await ingest.remember(store, "I moved to Vienna.", memory_id="m2")
+    conn = open_sync(store.path)
+    try:
+        ops = [row[0] for row in conn.execute("SELECT op FROM ledger ORDER BY seq")]
+    finally:
+        conn.close()
+    assert ops == ["messages", "memory", "memory", "supersede"]
+
+
+async def test_session_turns_come_back_oldest_first(store):
+    await ingest.ingest(store, "s1", turns("one two three", "four five six", "seven eight nine"))
+    last_two = await store.session_messages("s1", last=2)
+    assert [m.content for _, m in last_two] == ["four five six", "seven eight nine"]
+    [session] = await store.list_sessions()
+    assert session.id == "s1" and session.message_count == 3
