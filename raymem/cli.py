@@ -1,11 +1,14 @@
 """The ``raymem`` command line: the server, and client commands against a running one."""
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
+import httpx
 import msgspec
 
 from raymem.client import DEFAULT_URL, Client, RaymemHTTPError
@@ -80,10 +83,15 @@ def _client(url: str, token: str | None) -> Client:
     return Client(url, token)
 
 
-def _fail(exc: Exception) -> click.ClickException:
-    if isinstance(exc, RaymemHTTPError):
-        return click.ClickException(f"{exc.message} ({exc.status} {exc.code})")
-    return click.ClickException(f"Cannot reach the server: {exc}")
+@contextlib.contextmanager
+def server_errors() -> Iterator[None]:
+    """Turn client failures into one-line CLI errors (exit status 1)."""
+    try:
+        yield
+    except RaymemHTTPError as exc:
+        raise click.ClickException(f"{exc.message} ({exc.status} {exc.code})") from None
+    except (httpx.HTTPError, OSError) as exc:
+        raise click.ClickException(f"Cannot reach the server: {exc}") from None
 
 
 def read_turns(path: Path) -> list[dict[str, Any]]:
@@ -117,10 +125,8 @@ def ingest(file: Path, profile: str, session: str, url: str, token: str | None) 
     with _client(url, token) as client:
         target = client.get_profile(profile)
         for start in range(0, len(turns), INGEST_BATCH):
-            try:
+            with server_errors():
                 result = target.ingest(turns[start : start + INGEST_BATCH], session_id=session)
-            except (RaymemHTTPError, OSError) as exc:
-                raise _fail(exc) from None
             totals["stored"] += result.messages.stored
             totals["duplicates"] += result.messages.duplicates
             totals["added"] += result.memories.added
@@ -143,11 +149,8 @@ def recall(
     query: str, profile: str, limit: int, as_json: bool, url: str, token: str | None
 ) -> None:
     """Recall what PROFILE knows about QUERY."""
-    with _client(url, token) as client:
-        try:
-            result = client.get_profile(profile).recall(query, limit=limit)
-        except (RaymemHTTPError, OSError) as exc:
-            raise _fail(exc) from None
+    with _client(url, token) as client, server_errors():
+        result = client.get_profile(profile).recall(query, limit=limit)
     if as_json:
         click.echo(msgspec.json.encode(result).decode())
         return
@@ -164,11 +167,8 @@ def recall(
 @client_options
 def profiles(as_json: bool, url: str, token: str | None) -> None:
     """List profiles with their counts."""
-    with _client(url, token) as client:
-        try:
-            listing = client.profiles()
-        except (RaymemHTTPError, OSError) as exc:
-            raise _fail(exc) from None
+    with _client(url, token) as client, server_errors():
+        listing = client.profiles()
     if as_json:
         click.echo(msgspec.json.encode(listing).decode())
         return

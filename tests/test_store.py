@@ -117,7 +117,7 @@ async def test_same_topic_key_supersedes_and_keeps_the_chain(store):
 
 
 async def test_superseded_memory_loses_its_vector(store):
-    old_id, _ = await ingest.remember(store, "I live in Budapest.", memory_id="m-old")
+    await ingest.remember(store, "I live in Budapest.", memory_id="m-old")
     [(seq, _)] = await store.pending_vectors("memory_vectors")
     async with store.write() as writer:
         await writer.set_vectors("memory_vectors", [(seq, np.ones(DIM))])

@@ -20,7 +20,7 @@ from raymem.export.ledger import (
     ship_ledger,
 )
 from raymem.export.objectstore import ObjectNotFound, ObjectStore, parse_s3_url
-from raymem.export.restore import RestoreReport, open_restored
+from raymem.export.restore import RestoreReport, checkpoint, open_restored
 from raymem.export.snapshot import (
     DEFAULT_RETENTION,
     SnapshotError,
@@ -43,6 +43,7 @@ __all__ = [
     "RestoreReport",
     "SnapshotError",
     "SnapshotManifest",
+    "checkpoint",
     "export_archive",
     "import_archive",
     "iter_archive",

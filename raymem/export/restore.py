@@ -1,4 +1,4 @@
-"""Restore on activation: open a profile's store, first bringing it up to date from object storage."""
+"""Restore on activation, and checkpoints: the two ends of a profile's life in object storage."""
 
 import logging
 from pathlib import Path
@@ -6,9 +6,15 @@ from typing import Literal
 
 import msgspec
 
-from raymem.export.ledger import LedgerGap, replay_ledger
+from raymem.export.ledger import LedgerGap, prune_segments, replay_ledger
 from raymem.export.objectstore import ObjectStore
-from raymem.export.snapshot import restore_latest
+from raymem.export.snapshot import (
+    DEFAULT_RETENTION,
+    SnapshotManifest,
+    list_snapshots,
+    restore_latest,
+    take_snapshot,
+)
 from raymem.store import ProfileStore
 
 log = logging.getLogger(__name__)
@@ -89,3 +95,23 @@ async def open_restored(
     if source != "local" or replayed:
         log.info("activated %s/%s: %s", tenant, profile, report)
     return store, report
+
+
+async def checkpoint(
+    store: ProfileStore,
+    object_store: ObjectStore,
+    tenant: str,
+    profile: str,
+    *,
+    retention: int = DEFAULT_RETENTION,
+) -> SnapshotManifest:
+    """Snapshot a profile, keep the ``retention`` newest snapshots, and drop covered segments.
+
+    Segments are kept back to the oldest kept snapshot, so that each kept
+    snapshot can still be brought up to date if a newer one turns out corrupt.
+    """
+    manifest = await take_snapshot(store, object_store, tenant, profile, retention=retention)
+    kept = await list_snapshots(object_store, tenant, profile)
+    if kept:
+        await prune_segments(object_store, tenant, profile, upto_seq=kept[-1].ledger_seq)
+    return manifest

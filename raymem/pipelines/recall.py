@@ -412,8 +412,15 @@ def analyse(query: str, anchor: datetime | None = None) -> Analysis:
 class Candidate(msgspec.Struct):
     kind: str  # "memory" or "message"
     seq: int
-    score: float = 0.0
-    channels: list[str] = []
+    parts: dict[str, float] = {}  # channel -> its weighted reciprocal-rank contribution
+
+    @property
+    def score(self) -> float:
+        return sum(self.parts.values())
+
+    @property
+    def channels(self) -> list[str]:
+        return list(self.parts)
 
 
 def fuse(
@@ -424,21 +431,27 @@ def fuse(
     for channel, ranked in rankings.items():
         weight = weights.get(channel, 1.0)
         for rank, (kind, seq) in enumerate(ranked):
-            candidate = fused.setdefault((kind, seq), Candidate(kind=kind, seq=seq, channels=[]))
-            candidate.score += weight / (k + rank + 1)
-            candidate.channels.append(channel)
+            candidate = fused.setdefault((kind, seq), Candidate(kind=kind, seq=seq, parts={}))
+            candidate.parts[channel] = candidate.parts.get(channel, 0.0) + weight / (k + rank + 1)
     return list(fused.values())
 
 
 class Scored(msgspec.Struct):
-    """A loaded candidate: a memory or a raw message, with its fused score."""
+    """A loaded candidate: a memory or a raw message, with its fused score per channel."""
 
-    score: float
-    channels: list[str]
+    parts: dict[str, float]
     memory: Memory | None = None
     message: StoredMessage | None = None
     message_seq: int | None = None  # of the message, or of the turn a memory came from
     turn_at: datetime | None = None  # message time of the evidence turn, once known
+
+    @property
+    def score(self) -> float:
+        return sum(self.parts.values())
+
+    @property
+    def channels(self) -> list[str]:
+        return list(self.parts)
 
     @property
     def turn_id(self) -> str:
@@ -462,8 +475,10 @@ class Scored(msgspec.Struct):
 def group_by_turn(items: Sequence[Scored]) -> list[Scored]:
     """One entry per evidence turn: a memory and the turn it came from share one slot.
 
-    The scores add up (the turn was found at several granularities) and the
-    entry shows the item that scored best on its own.
+    Per channel the turn keeps its best contribution (a turn split into five
+    sentences must not count five times); across channels they add up, so a
+    turn found both whole and by one of its sentences ranks higher. The entry
+    shows the item that scored best on its own.
     """
     groups: dict[str, list[Scored]] = {}
     for item in items:
@@ -471,13 +486,15 @@ def group_by_turn(items: Sequence[Scored]) -> list[Scored]:
     merged = []
     for members in groups.values():
         best = max(members, key=lambda m: m.score)
-        channels = list(dict.fromkeys(c for m in members for c in m.channels))
+        parts: dict[str, float] = {}
+        for member in members:
+            for channel, value in member.parts.items():
+                parts[channel] = max(parts.get(channel, 0.0), value)
         seq = next((m.message_seq for m in members if m.message_seq is not None), None)
         turn_at = next((m.message.created_at for m in members if m.message is not None), None)
         merged.append(
             Scored(
-                score=sum(m.score for m in members),
-                channels=channels,
+                parts,
                 memory=best.memory,
                 message=best.message,
                 message_seq=seq,
@@ -485,6 +502,11 @@ def group_by_turn(items: Sequence[Scored]) -> list[Scored]:
             )
         )
     return merged
+
+
+def order(items: Sequence[Scored]) -> list[Scored]:
+    """Best score first; equal scores: the more recent evidence first."""
+    return sorted(items, key=lambda item: (item.score, item.when), reverse=True)
 
 
 # ------------------------------------------------------------------- recall
@@ -534,8 +556,7 @@ class Recaller:
         fused = fuse({**text_rankings, **vector_rankings}, self.weights(), self.settings.rrf_k)
         items = group_by_turn(await self._load(fused, request))
         items = await self._add_neighbours(items, request)
-        items.sort(key=lambda item: (item.score, item.when), reverse=True)
-        items = items[: request.limit]
+        items = order(items)[: request.limit]
         hits = [_hit(item) for item in items]
         timings["fuse"] = _ms(fuse_started)
 
@@ -642,19 +663,14 @@ class Recaller:
             if candidate.kind == "memory":
                 memory = memories.get(candidate.seq)
                 if memory is not None and _memory_matches(memory, request):
-                    items.append(Scored(candidate.score, candidate.channels, memory=memory))
+                    items.append(Scored(dict(candidate.parts), memory=memory))
             else:
                 message = messages.get(candidate.seq)
                 if message is not None and (
                     request.session_id is None or message.session_id == request.session_id
                 ):
                     items.append(
-                        Scored(
-                            candidate.score,
-                            candidate.channels,
-                            message=message,
-                            message_seq=candidate.seq,
-                        )
+                        Scored(dict(candidate.parts), message=message, message_seq=candidate.seq)
                     )
         return items
 
@@ -677,13 +693,12 @@ class Recaller:
         for parent_seq, neighbours in adjacent.items():
             bonus = parents[parent_seq].score * NEIGHBOUR_SHARE
             for seq in neighbours:
-                if seq in by_seq:
-                    by_seq[seq].score += bonus / 2  # already found: a small nudge only
-                    if "neighbour" not in by_seq[seq].channels:
-                        by_seq[seq].channels.append("neighbour")
-                elif seq in rows:
-                    by_seq[seq] = Scored(bonus, ["neighbour"], message=rows[seq], message_seq=seq)
+                if seq not in by_seq and seq in rows:
+                    by_seq[seq] = Scored({}, message=rows[seq], message_seq=seq)
                     items.append(by_seq[seq])
+                if seq in by_seq:  # several strong turns around one: keep the largest lift
+                    parts = by_seq[seq].parts
+                    parts["neighbour"] = max(parts.get("neighbour", 0.0), bonus)
         return items
 
 

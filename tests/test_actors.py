@@ -1,0 +1,97 @@
+"""Profile actors on a real local Ray: one actor per name, hibernation, in-cluster access."""
+
+import concurrent.futures
+import uuid
+
+import msgspec
+import pytest
+import ray
+from conftest import wait_until
+
+import raymem
+from raymem.actors.registry import ProfileRouter, actor_name
+from raymem.errors import ProfileNotFound
+from raymem.types import IngestRequest, MessageIn, RecallRequest
+
+
+@pytest.fixture
+def router(serve_app, server_settings):
+    return ProfileRouter(server_settings)
+
+
+def live_actor_id(settings, name: str) -> str | None:
+    try:
+        return ray.get_actor(
+            actor_name("default", name), namespace=settings.namespace
+        )._actor_id.hex()
+    except ValueError:
+        return None
+
+
+def test_twenty_concurrent_first_calls_make_one_actor(serve_app, server_settings):
+    name = f"burst-{uuid.uuid4().hex[:8]}"
+
+    def first_call(index: int) -> str:
+        router = ProfileRouter(server_settings)  # each caller activates on its own
+        request = IngestRequest(
+            session_id="s1",
+            messages=[MessageIn(role="user", content=f"Caller {index} says hello world.")],
+        )
+        router.call_sync("default", name, "ingest", request, create=True)
+        return router.handle("default", name, create=False)._actor_id.hex()
+
+    with concurrent.futures.ThreadPoolExecutor(20) as pool:
+        actor_ids = list(pool.map(first_call, range(20)))
+    assert len(set(actor_ids)) == 1
+    info = ProfileRouter(server_settings).call_sync("default", name, "info")
+    assert info.messages == 20 and info.sessions == 1
+
+
+def test_idle_profile_hibernates_and_reactivates_with_its_data(serve_app, server_settings):
+    quick = msgspec.structs.replace(
+        server_settings,
+        profiles=msgspec.structs.replace(server_settings.profiles, idle_timeout_s=0.5),
+    )
+    router = ProfileRouter(quick)
+    name = f"sleepy-{uuid.uuid4().hex[:8]}"
+    request = IngestRequest(
+        session_id="s1", messages=[MessageIn(role="user", content="I live in Lisbon now.")]
+    )
+    router.call_sync("default", name, "ingest", request, create=True)
+    first = live_actor_id(quick, name)
+    assert first is not None
+    wait_until(lambda: live_actor_id(quick, name) is None, timeout=30)
+    # the next call re-activates transparently, with everything still there
+    result = router.call_sync(
+        "default", name, "recall", RecallRequest(query="Where does the user live?")
+    )
+    assert any("Lisbon" in hit.content for hit in result.memories)
+    second = live_actor_id(quick, name)
+    assert second is not None and second != first
+
+
+def test_reads_of_an_unknown_profile_raise_not_found(router):
+    with pytest.raises(ProfileNotFound):
+        router.call_sync("default", "no-such-profile", "recall", RecallRequest(query="x"))
+    assert live_actor_id(router.settings, "no-such-profile") is None
+
+
+def test_get_profile_calls_the_actor_without_http(serve_app, server_settings):
+    name = f"local-{uuid.uuid4().hex[:8]}"
+    profile = raymem.get_profile(name, settings=server_settings)
+    result = profile.ingest(
+        [{"role": "user", "content": "Use tabs, not spaces, in Go files."}], session_id="s1"
+    )
+    assert result.memories.added == 1
+    remembered = profile.remember("My favourite editor is Neovim.")
+    assert profile.get(remembered.id).content == "My favourite editor is Neovim."
+    hits = profile.recall("tabs or spaces?").memories
+    assert "tabs" in hits[0].content
+    assert {m.content for m in profile.list().memories} == {
+        "Use tabs, not spaces, in Go files.",
+        "My favourite editor is Neovim.",
+    }
+    profile.forget(remembered.id)
+    assert len(profile.list().memories) == 1
+    with pytest.raises(Exception, match="Invalid profile name"):
+        raymem.get_profile("../escape", settings=server_settings)
