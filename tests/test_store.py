@@ -172,7 +172,7 @@ async def test_every_mutation_is_in_the_ledger(store):
         ops = [row[0] for row in conn.execute("SELECT op FROM ledger ORDER BY seq")]
     finally:
         conn.close()
-    assert ops == ["messages", "memory", "memory", "supersede"]
+    assert ops == ["messages", "memory", "extracted", "memory", "supersede"]
 
 
 async def test_session_turns_come_back_oldest_first(store):

@@ -9,6 +9,7 @@ callers retry against a fresh activation.
 import asyncio
 import functools
 import logging
+import os
 import shutil
 import time
 from collections.abc import Awaitable, Callable
@@ -300,6 +301,18 @@ class ProfileActor:
     async def info(self) -> ProfileInfo:
         assert self._store is not None
         return await self._store.info(self.profile)
+
+    async def process_stats(self) -> dict[str, int]:
+        """This actor's process id and resident memory, now and at its peak (benchmarks)."""
+        import resource
+
+        with open("/proc/self/statm") as statm:
+            rss_pages = int(statm.read().split()[1])
+        return {
+            "pid": os.getpid(),
+            "rss_bytes": rss_pages * os.sysconf("SC_PAGE_SIZE"),
+            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        }
 
     async def destroy(self) -> None:
         """Delete the profile's data and exit; the name is free for a new profile."""

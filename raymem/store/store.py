@@ -130,10 +130,10 @@ class StoreWriter:
     def __init__(self, conn: aiosqlite.Connection) -> None:
         self._conn = conn
 
-    async def log(self, op: str, payload: Any) -> int:
+    async def log(self, op: str, payload: Any, *, at: str | None = None) -> int:
         cursor = await self._conn.execute(
             "INSERT INTO ledger (at, op, payload) VALUES (?, ?, ?)",
-            (to_db_time(utc_now()), op, msgspec.json.encode(payload).decode()),
+            (at or to_db_time(utc_now()), op, msgspec.json.encode(payload).decode()),
         )
         return int(cursor.lastrowid or 0)
 
@@ -160,7 +160,7 @@ class StoreWriter:
                 " SET started_at = min(started_at, excluded.started_at)",
                 (session_id, first),
             )
-        await self.log("messages", new)
+        await self.log("messages", new, at=ingested_at)  # replay restores ingested_at from it
         return new
 
     async def existing_message_ids(self, ids: Sequence[str]) -> set[str]:
@@ -173,10 +173,14 @@ class StoreWriter:
                 found.update(row[0] for row in await cursor.fetchall())
         return found
 
-    async def mark_extracted(self, message_ids: Sequence[str]) -> None:
+    async def mark_extracted(self, message_ids: Sequence[str], *, log: bool = True) -> None:
+        if not message_ids:
+            return
         await self._conn.executemany(
             "UPDATE messages SET extracted = 1 WHERE id = ?", [(i,) for i in message_ids]
         )
+        if log:
+            await self.log("extracted", {"ids": list(message_ids)})
 
     async def current_by_hash(self, hashes: Iterable[str]) -> dict[str, str]:
         """Current (not superseded or forgotten) memories by content hash: hash -> id."""
@@ -374,8 +378,8 @@ class StoreWriter:
             await self._conn.execute(
                 "UPDATE messages SET extracted = 1 WHERE session_id = ?", (data["id"],)
             )
-        elif op == "extracted":  # not logged yet; see REPLAYED_MESSAGES_EXTRACTED
-            await self.mark_extracted(data["ids"])
+        elif op == "extracted":
+            await self.mark_extracted(data["ids"], log=False)
         elif op == "import":
             for table in ("sessions", "messages", "memories"):
                 await self.restore_rows(table, data.get(table, []))
@@ -794,10 +798,9 @@ RESTORE_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
 }
 
-# The ledger does not say whether a replayed turn had its memories extracted
-# (mark_extracted is not logged). Marking it extracted errs on the safe side:
-# re-extracting at session end could resurrect a forgotten or superseded memory.
-REPLAYED_MESSAGES_EXTRACTED = True
+# A replayed turn starts unextracted; the "extracted" entry that followed it in
+# the ledger (same transaction) marks it, exactly as on the original copy.
+REPLAYED_MESSAGES_EXTRACTED = False
 
 
 def _restore_value(column: str, row: Mapping[str, Any]) -> Any:

@@ -1,0 +1,272 @@
+"""Recall latency, ingest throughput, cold activation and actor memory at growing profile sizes.
+
+    python benchmarks/latency.py --sizes 1000,10000,100000 --queries 200
+
+Starts a private local Ray with the raymem Serve app on a free loopback port,
+fills one profile per size through HTTP ingest (one synthetic fact per turn),
+waits for background vectorisation, then measures recall:
+- through the actor with a precomputed query vector (no model stages),
+- through the actor with the query embedded by the model pool,
+- through HTTP (Serve proxy + ingress + actor + model pool).
+Prints a table and writes JSON to benchmarks/results/latency.json.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+from tempfile import mkdtemp
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+import msgspec
+
+from raymem import Client
+from raymem.config import Settings, load_settings
+
+COLOURS = ["red", "blue", "green", "amber", "violet", "silver", "teal", "ochre", "coral", "ivory"]
+THINGS = [
+    "bicycle",
+    "kayak",
+    "piano",
+    "telescope",
+    "notebook",
+    "camera",
+    "guitar",
+    "lamp",
+    "tent",
+    "drone",
+]
+CITIES = [
+    "Vienna",
+    "Lisbon",
+    "Osaka",
+    "Quito",
+    "Tallinn",
+    "Accra",
+    "Perth",
+    "Bergen",
+    "Cusco",
+    "Leeds",
+]
+
+
+def fact(index: int) -> str:
+    rng = random.Random(index)
+    return (
+        f"Member {index} keeps a {rng.choice(COLOURS)} {rng.choice(THINGS)} in "
+        f"{rng.choice(CITIES)} and its serial code is SN{index:06d}."
+    )
+
+
+def question(index: int) -> str:
+    rng = random.Random(index)
+    return f"Where does member {index} keep the {(rng.choice(COLOURS), rng.choice(THINGS))[1]}?"
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+
+    def pick(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+    return {
+        "p50": pick(0.50),
+        "p95": pick(0.95),
+        "p99": pick(0.99),
+        "mean": round(statistics.fmean(ordered), 2),
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def fill(client: Client, profile: str, start: int, stop: int, batch: int) -> dict[str, float]:
+    """Ingest facts [start, stop) in batches; returns throughput."""
+    target = client.get_profile(profile)
+    began = time.perf_counter()
+    memories = 0
+    for first in range(start, stop, batch):
+        turns = [
+            {"role": "user", "content": fact(i)} for i in range(first, min(stop, first + batch))
+        ]
+        memories += target.ingest(turns, session_id=f"s{first // 10_000}").memories.added
+    seconds = time.perf_counter() - began
+    return {
+        "messages_per_s": round((stop - start) / seconds, 1),
+        "memories_per_s": round(memories / seconds, 1),
+    }
+
+
+async def actor_latency(
+    router: Any, profile: str, size: int, queries: int, embedder: Any
+) -> dict[str, Any]:
+    from raymem.types import RecallRequest
+
+    rng = random.Random(size)
+    picks = [rng.randrange(size) for _ in range(queries)]
+    texts = [question(i) for i in picks]
+    vectors = await embedder.embed.remote(texts)
+    without_model, with_model, hits = [], [], 0
+    for text, vector, index in zip(texts, vectors, picks, strict=True):
+        request = RecallRequest(query=text, limit=10, synthesize=False)
+        began = time.perf_counter()
+        result = await router.call("default", profile, "recall", request, vector.tolist())
+        without_model.append((time.perf_counter() - began) * 1000)
+        hits += any(f"SN{index:06d}" in m.content for m in result.memories)
+        began = time.perf_counter()
+        await router.call("default", profile, "recall", request)
+        with_model.append((time.perf_counter() - began) * 1000)
+    return {
+        "actor_no_model_ms": percentiles(without_model),
+        "actor_with_embedding_ms": percentiles(with_model),
+        "hit_at_10": round(hits / queries, 3),
+    }
+
+
+def http_latency(client: Client, profile: str, size: int, queries: int) -> dict[str, float]:
+    rng = random.Random(size + 1)
+    target = client.get_profile(profile)
+    samples = []
+    for _ in range(queries):
+        began = time.perf_counter()
+        target.recall(question(rng.randrange(size)), limit=10, synthesize=False)
+        samples.append((time.perf_counter() - began) * 1000)
+    return percentiles(samples)
+
+
+def cold_activation(settings: Settings, profile: str, repeats: int = 5) -> dict[str, float]:
+    """Kill the (idle, flushed) actor, then time the first call that re-activates it."""
+    import ray
+
+    from raymem.actors.registry import ProfileRouter, actor_name
+
+    samples = []
+    for _ in range(repeats):
+        router = ProfileRouter(settings)
+        handle = ray.get_actor(actor_name("default", profile), namespace=settings.namespace)
+        ray.kill(handle, no_restart=True)
+        while True:
+            try:
+                ray.get_actor(actor_name("default", profile), namespace=settings.namespace)
+                time.sleep(0.01)
+            except ValueError:
+                break
+        began = time.perf_counter()
+        router.call_sync("default", profile, "info")
+        samples.append((time.perf_counter() - began) * 1000)
+    return percentiles(samples)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import ray
+    from ray import serve
+
+    from raymem.actors.pools import EMBEDDER_DEPLOYMENT
+    from raymem.actors.registry import ProfileRouter
+    from raymem.serve import server
+
+    data_dir = Path(args.data_dir or mkdtemp(prefix="raymem-bench-"))
+    settings = load_settings(environ={"RAYMEM_DATA_DIR": str(data_dir)})
+    settings = msgspec.structs.replace(
+        settings, server=msgspec.structs.replace(settings.server, port=free_port())
+    )
+    server.start(settings)
+    url = f"http://127.0.0.1:{settings.server.port}"
+    client = Client(url, timeout=600)
+    while True:
+        try:
+            client.health()
+            break
+        except Exception:
+            time.sleep(0.5)
+    router = ProfileRouter(settings)
+    embedder = serve.get_deployment_handle(EMBEDDER_DEPLOYMENT, app_name=settings.app_name)
+    rows: list[dict[str, Any]] = []
+    filled = 0
+    profile = "bench"
+    try:
+        for size in args.sizes:
+            row: dict[str, Any] = {"memories": size}
+            row["ingest"] = fill(client, profile, filled, size, args.batch)
+            began = time.perf_counter()
+            router.call_sync("default", profile, "wait_vectorised")
+            row["vectorise_s"] = round(time.perf_counter() - began, 1)
+            filled = size
+            row.update(asyncio.run(actor_latency(router, profile, size, args.queries, embedder)))
+            row["http_ms"] = http_latency(client, profile, size, args.queries)
+            row["actor_rss_mb"] = round(
+                router.call_sync("default", profile, "process_stats")["rss_bytes"] / 2**20, 1
+            )
+            row["cold_activation_ms"] = cold_activation(settings, profile)
+            row["file_mb"] = round(
+                sum(f.stat().st_size for f in (data_dir / "default" / profile).iterdir()) / 2**20, 1
+            )
+            rows.append(row)
+            print_row(row)
+        idle = router.call_sync("default", "idle-profile", "ping", create=True)
+        assert idle
+        idle_stats = router.call_sync("default", "idle-profile", "process_stats")
+    finally:
+        client.close()
+        server.stop()
+        del ray
+    return {
+        "rows": rows,
+        "idle_actor_rss_mb": round(idle_stats["rss_bytes"] / 2**20, 1),
+        "cpus": os.cpu_count(),
+    }
+
+
+HEADER = (
+    f"{'memories':>9} {'ingest msg/s':>12} {'vector s':>9} {'actor p50/p95/p99 (no model)':>29} "
+    f"{'actor+embed p50/p99':>20} {'HTTP p50/p95/p99':>20} {'hit@10':>7} {'cold ms p50':>12} {'RSS MB':>7} {'file MB':>8}"
+)
+
+
+def print_row(row: dict[str, Any]) -> None:
+    if not getattr(print_row, "header_done", False):
+        print(HEADER)
+        print_row.header_done = True  # type: ignore[attr-defined]
+    a, e, h = row["actor_no_model_ms"], row["actor_with_embedding_ms"], row["http_ms"]
+    print(
+        f"{row['memories']:>9} {row['ingest']['messages_per_s']:>12} {row['vectorise_s']:>9} "
+        f"{a['p50']:>9}/{a['p95']}/{a['p99']:<9} {e['p50']:>9}/{e['p99']:<10} "
+        f"{h['p50']:>7}/{h['p95']}/{h['p99']:<7} {row['hit_at_10']:>7} "
+        f"{row['cold_activation_ms']['p50']:>12} {row['actor_rss_mb']:>7} {row['file_mb']:>8}",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes", default="1000,10000,100000", type=lambda s: [int(x) for x in s.split(",")]
+    )
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--out", default="benchmarks/results/latency.json")
+    args = parser.parse_args()
+    result = run(args)
+    print(f"idle profile actor RSS: {result['idle_actor_rss_mb']} MB")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2))
+    print(f"saved {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
