@@ -177,6 +177,49 @@ def profiles(as_json: bool, url: str, token: str | None) -> None:
         click.echo(f"{info.name:<32} {info.messages:>9} {info.memories:>9} {info.sessions:>9}")
 
 
+@cli.command()
+@click.argument("profile")
+@click.argument("destination")
+@client_options
+def export(profile: str, destination: str, url: str, token: str | None) -> None:
+    """Save PROFILE as JSON Lines to DESTINATION: a file (.gz compresses) or s3://bucket/key."""
+    from tqdm import tqdm
+
+    bar = tqdm(unit="B", unit_scale=True, desc=f"export {profile}", disable=None)
+    with _client(url, token) as client, server_errors(), bar:
+        written = client.get_profile(profile).export(destination, progress=bar.update)
+    click.echo(f"exported {profile} to {destination} ({written} bytes)")
+
+
+@cli.command("import")
+@click.argument("profile")
+@click.argument("source")
+@client_options
+def import_(profile: str, source: str, url: str, token: str | None) -> None:
+    """Load an archive from SOURCE (a file or s3://bucket/key) into a new or empty PROFILE."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=1, desc=f"import {profile}", disable=None)
+    with _client(url, token) as client, server_errors(), bar:
+        result = client.get_profile(profile).import_archive(source)
+        bar.update(1)
+    counts = result.counts
+    click.echo(
+        f"imported into {profile}: {counts.sessions} sessions, {counts.messages} messages,"
+        f" {counts.memories} memories (ledger seq {result.ledger_seq})"
+    )
+
+
+@cli.command()
+@click.argument("profile")
+@client_options
+def snapshot(profile: str, url: str, token: str | None) -> None:
+    """Write a snapshot of PROFILE to the server's object storage."""
+    with _client(url, token) as client, server_errors():
+        result = client.get_profile(profile).snapshot()
+    click.echo(f"snapshot {result.key} at ledger seq {result.ledger_seq}")
+
+
 def main() -> None:
     try:
         cli()

@@ -15,7 +15,9 @@ from typing import Any
 import httpx
 import msgspec
 
+from raymem.archive_io import Destination, Progress, Source, archive_sink, read_archive
 from raymem.types import (
+    ImportResult,
     IngestResult,
     MemoryPage,
     MemoryWithHistory,
@@ -24,6 +26,7 @@ from raymem.types import (
     RecallResult,
     SessionEnded,
     SessionList,
+    SnapshotResult,
     StoredMessage,
 )
 
@@ -40,6 +43,12 @@ class RaymemHTTPError(Exception):
 
     def __str__(self) -> str:
         return f"{self.status} {self.code}: {self.message}"
+
+
+class RawBody(msgspec.Struct):
+    """A request body sent as it is (an archive), not encoded as JSON."""
+
+    data: bytes
 
 
 class _Call(msgspec.Struct):
@@ -104,6 +113,12 @@ class _Profile:
     def _delete(self) -> _Call:
         return _Call("DELETE", self._base)
 
+    def _snapshot(self) -> _Call:
+        return _Call("POST", f"{self._base}/snapshot", result=SnapshotResult)
+
+    def _import(self, archive: bytes) -> _Call:
+        return _Call("POST", f"{self._base}/import", RawBody(archive), result=ImportResult)
+
 
 class _Session:
     def __init__(self, profile: str, session_id: str) -> None:
@@ -127,7 +142,10 @@ def _headers(token: str | None) -> dict[str, str]:
 
 def _request_kwargs(call: _Call) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"params": call.params}
-    if call.body is not None:
+    if isinstance(call.body, RawBody):
+        kwargs["content"] = call.body.data
+        kwargs["headers"] = {"Content-Type": "application/x-ndjson"}
+    elif call.body is not None:
         kwargs["content"] = msgspec.json.encode(call.body)
         kwargs["headers"] = {"Content-Type": "application/json"}
     return kwargs
@@ -197,6 +215,30 @@ class Profile(_Profile):
 
     def delete(self) -> None:
         self._client._send(self._delete())
+
+    def snapshot(self) -> SnapshotResult:
+        """Write a snapshot of the profile to the server's object storage."""
+        return self._client._send(self._snapshot())
+
+    def export(self, destination: Destination, progress: Progress | None = None) -> int:
+        """Save the whole profile as JSON Lines to a path (gzipped if it ends in .gz),
+        an ``s3://bucket/key`` URL, or a binary stream. Returns the bytes written."""
+        with (
+            archive_sink(destination) as sink,
+            self._client._http.stream("GET", f"{self._base}/export") as response,
+        ):
+            if response.status_code >= 400:
+                response.read()
+                _result(_Call("GET", ""), response)
+            for chunk in response.iter_bytes():
+                sink.write(chunk)
+                if progress is not None:
+                    progress(len(chunk))
+            return sink.written
+
+    def import_archive(self, source: Source) -> ImportResult:
+        """Load an archive (a path, an ``s3://`` URL, bytes or a stream) into this new or empty profile."""
+        return self._client._send(self._import(read_archive(source)))
 
 
 class SessionClient(_Session):
@@ -276,6 +318,25 @@ class AsyncProfile(_Profile):
 
     async def delete(self) -> None:
         await self._client._send(self._delete())
+
+    async def snapshot(self) -> SnapshotResult:
+        return await self._client._send(self._snapshot())
+
+    async def export(self, destination: Destination, progress: Progress | None = None) -> int:
+        """As ``Profile.export``."""
+        with archive_sink(destination) as sink:
+            async with self._client._http.stream("GET", f"{self._base}/export") as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    _result(_Call("GET", ""), response)
+                async for chunk in response.aiter_bytes():
+                    sink.write(chunk)
+                    if progress is not None:
+                        progress(len(chunk))
+            return sink.written
+
+    async def import_archive(self, source: Source) -> ImportResult:
+        return await self._client._send(self._import(read_archive(source)))
 
 
 class AsyncSessionClient(_Session):

@@ -42,11 +42,16 @@ class ObjectStoreSettings(Section):
     prefix: str = "raymem"
     endpoint_url: str = ""
     region: str = ""
+    # Empty: the usual AWS sources (environment, shared files, instance roles).
+    access_key_id: str = ""
+    secret_access_key: str = ""
 
 
 class DurabilitySettings(Section):
     mode: Literal["local", "shipped", "replicated"] = "shipped"
     snapshot_interval_s: float = 300.0
+    snapshot_retention: int = 3  # snapshots kept per profile
+    ship_interval_s: float = 1.0  # shipped mode: ledger uploaded within about this long
 
 
 class ProfileSettings(Section):
@@ -71,6 +76,7 @@ class LimitSettings(Section):
     max_messages_per_ingest: int = 1_000
     max_query_chars: int = 2_000
     max_limit: int = 100
+    max_import_bytes: int = 256 * 2**20
 
 
 class RecallSettings(Section):

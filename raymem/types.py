@@ -173,3 +173,20 @@ class ErrorDetail(Schema, kw_only=True):
 
 class ErrorBody(Schema, kw_only=True):
     error: ErrorDetail
+
+
+class SnapshotResult(Schema, kw_only=True):
+    key: str
+    ledger_seq: int
+
+
+class ArchiveCounts(Schema, kw_only=True):
+    sessions: int
+    messages: int
+    memories: int
+
+
+class ImportResult(Schema, kw_only=True):
+    profile: str
+    ledger_seq: int
+    counts: ArchiveCounts

@@ -15,6 +15,19 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
+# moto's S3 server, a throttling proxy and profile fixtures, for the durability tests
+from s3_fixtures import (  # noqa: F401
+    aws_test_env,
+    bucket,
+    fill_profile,
+    object_store,
+    open_store,
+    s3_client,
+    s3_endpoint,
+    store_via_proxy,
+    throttling_proxy,
+)
+
 from raymem.config import Settings, load_settings
 
 _counter = itertools.count()

@@ -1,6 +1,6 @@
 """Shared fixtures for export tests: moto's real S3 HTTP API, a throttling proxy, profiles.
 
-Test modules load them with ``pytest_plugins = ["s3_fixtures"]``.
+``conftest.py`` imports them, so every test module can use them.
 """
 
 import contextlib

@@ -38,7 +38,7 @@ def test_twenty_concurrent_first_calls_make_one_actor(serve_app, server_settings
             messages=[MessageIn(role="user", content=f"Caller {index} says hello world.")],
         )
         router.call_sync("default", name, "ingest", request, create=True)
-        return router.handle("default", name, create=False)._actor_id.hex()
+        return live_actor_id(server_settings, name)
 
     with concurrent.futures.ThreadPoolExecutor(20) as pool:
         actor_ids = list(pool.map(first_call, range(20)))

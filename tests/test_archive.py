@@ -19,8 +19,6 @@ from raymem.export.ledger import LedgerShipper, replay_ledger
 from raymem.export.objectstore import ObjectStore
 from raymem.store import ProfileStore
 
-pytest_plugins = ["s3_fixtures"]
-
 Opener = Callable[..., Awaitable[ProfileStore]]
 Filler = Callable[[ProfileStore, int], Awaitable[None]]
 

@@ -12,8 +12,6 @@ from botocore.exceptions import ClientError
 from raymem.config import ObjectStoreSettings
 from raymem.export.objectstore import ObjectNotFound, ObjectStore, parse_s3_url
 
-pytest_plugins = ["s3_fixtures"]
-
 MIB = 2**20
 StoreFactory = Callable[..., ObjectStore]
 

@@ -29,8 +29,6 @@ from raymem.export.snapshot import (
 )
 from raymem.store import ProfileStore
 
-pytest_plugins = ["s3_fixtures"]
-
 Opener = Callable[..., Awaitable[ProfileStore]]
 Filler = Callable[[ProfileStore, int], Awaitable[None]]
 T, P = "alice", "p1"

@@ -12,22 +12,28 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import msgspec
 import numpy as np
 import ray
 from ray import serve
 
+from raymem import export
+from raymem.actors.durability import Durability
 from raymem.actors.pools import EMBEDDER_DEPLOYMENT
 from raymem.config import Settings
 from raymem.errors import MemoryNotFound, ProfileClosing
+from raymem.export.snapshot import snapshot_key
 from raymem.pipelines import ingest as ingest_pipeline
 from raymem.pipelines.recall import Recaller
 from raymem.store import ProfileStore
 from raymem.types import (
     AppendRequest,
+    ArchiveCounts,
+    ImportResult,
     IngestRequest,
     IngestResult,
     MemoryPage,
@@ -40,6 +46,7 @@ from raymem.types import (
     RememberRequest,
     SessionEnded,
     SessionList,
+    SnapshotResult,
     StoredMessage,
 )
 
@@ -81,6 +88,7 @@ class ProfileActor:
         self.name = f"{tenant}/{profile}"
         self.path = profile_path(settings, tenant, profile)
         self._store: ProfileStore | None = None
+        self._durability = Durability(settings, tenant, profile)
         self._recaller: Recaller | None = None
         self._open_lock = asyncio.Lock()
         self._embedder: Any = None
@@ -102,7 +110,7 @@ class ProfileActor:
                 EMBEDDER_DEPLOYMENT, app_name=self.settings.app_name
             )
             info = await self._embedder.info.remote()
-            store = await ProfileStore.open(self.path, dim=info["dim"], embedder=info["name"])
+            store = await self._durability.open(self.path, dim=info["dim"], embedder=info["name"])
             self._recaller = Recaller(store, self.settings.recall, self._embed)
             self._store = store
             self._idle_watch = asyncio.create_task(self._watch_idle())
@@ -123,6 +131,19 @@ class ProfileActor:
 
     async def _hibernate(self) -> None:
         self._closing = True
+        try:
+            await self._durability.close()
+        except Exception:  # object storage unreachable: stay awake, so nothing is lost
+            log.exception("profile %s cannot hibernate yet", self.name)
+            self._closing = False
+            try:
+                await self._durability.resume()
+            except Exception:
+                log.exception(
+                    "profile %s: shipping could not restart; retried on next write", self.name
+                )
+            self._idle_watch = asyncio.create_task(self._watch_idle())
+            return
         if self._store is not None:
             await self._store.close()
         log.info(
@@ -142,6 +163,11 @@ class ProfileActor:
         asyncio.get_running_loop().call_later(0.05, lambda: ray.kill(me, no_restart=True))
 
     # ---------------------------------------------------------- vectorising
+
+    async def _after_write(self) -> None:
+        """Every committed write: embed what is new, and ship the ledger as durability says."""
+        self._vectorise_soon()
+        await self._durability.after_write()
 
     def _vectorise_soon(self) -> None:
         if self._vectoriser is None or self._vectoriser.done():
@@ -178,7 +204,7 @@ class ProfileActor:
         """Return once every pending memory and message has its vector (tests, benchmarks)."""
         while self._vectoriser is not None and not self._vectoriser.done():
             await asyncio.shield(self._vectoriser)
-        self._vectorise_soon()
+        await self._after_write()
         assert self._vectoriser is not None
         await asyncio.shield(self._vectoriser)
 
@@ -186,7 +212,7 @@ class ProfileActor:
     async def ingest(self, request: IngestRequest) -> IngestResult:
         assert self._store is not None
         result = await ingest_pipeline.ingest(self._store, request.session_id, request.messages)
-        self._vectorise_soon()
+        await self._after_write()
         return result
 
     @entry
@@ -204,7 +230,7 @@ class ProfileActor:
                 memory_type=request.type,
                 importance=request.importance,
             )
-        self._vectorise_soon()
+        await self._after_write()
         return await self._with_history(held_by)
 
     @entry
@@ -255,6 +281,7 @@ class ProfileActor:
         async with self._store.write() as writer:
             if not await writer.forget(memory_id):
                 raise MemoryNotFound(memory_id)
+        await self._after_write()
 
     @entry
     async def append_message(self, session_id: str, request: AppendRequest) -> StoredMessage:
@@ -263,7 +290,7 @@ class ProfileActor:
         rows = ingest_pipeline.build_messages(session_id, [turn])
         async with self._store.write() as writer:
             await writer.insert_messages(rows)  # content-addressed: a repeat is a no-op
-        self._vectorise_soon()
+        await self._after_write()
         page = await self._store.session_messages(session_id)
         return next(message for _, message in page if message.id == rows[0].id)
 
@@ -284,7 +311,7 @@ class ProfileActor:
         assert self._store is not None
         await self._store.get_session(session_id)
         reconciled = await ingest_pipeline.consolidate_session(self._store, session_id)
-        self._vectorise_soon()
+        await self._after_write()
         from raymem.types import MemoryCounts
 
         return SessionEnded(
@@ -301,6 +328,38 @@ class ProfileActor:
     async def info(self) -> ProfileInfo:
         assert self._store is not None
         return await self._store.info(self.profile)
+
+    @entry
+    async def snapshot(self) -> SnapshotResult:
+        manifest = await self._durability.snapshot()
+        assert self._durability.object_store is not None
+        key = snapshot_key(
+            self._durability.object_store, self.tenant, self.profile, manifest.ledger_seq
+        )
+        return SnapshotResult(key=key, ledger_seq=manifest.ledger_seq)
+
+    @entry
+    async def import_archive(self, archive: bytes) -> ImportResult:
+        """Load a JSON Lines archive (gzipped or not) into this new or empty profile."""
+        assert self._store is not None
+        header = await export.import_archive(self._store, archive, profile=self.profile)
+        await self._after_write()
+        counts = ArchiveCounts(**msgspec.structs.asdict(header.counts))
+        return ImportResult(profile=self.profile, ledger_seq=header.ledger_seq, counts=counts)
+
+    async def export_chunks(self) -> AsyncIterator[bytes]:
+        """The profile as JSON Lines chunks, one consistent point in time (streamed by callers)."""
+        if self._closing:
+            raise ProfileClosing(self.name)
+        self._inflight += 1  # an export in progress keeps the profile awake
+        try:
+            await self._ensure_open()
+            assert self._store is not None
+            async for chunk in export.iter_archive(self._store, profile=self.profile):
+                self._last_used = time.monotonic()
+                yield chunk
+        finally:
+            self._inflight -= 1
 
     async def process_stats(self) -> dict[str, int]:
         """This actor's process id and resident memory, now and at its peak (benchmarks)."""
@@ -321,5 +380,6 @@ class ProfileActor:
             self._vectoriser.cancel()
         if self._store is not None:
             await self._store.close()
+        await self._durability.destroy()
         shutil.rmtree(self.path.parent, ignore_errors=True)
         self._exit_soon()

@@ -109,6 +109,8 @@ class ObjectStore:
         max_backoff_s: float = 10.0,
         multipart_threshold: int = 16 * MIB,
         multipart_chunksize: int = 16 * MIB,
+        access_key_id: str = "",
+        secret_access_key: str = "",
         client: Any = None,
     ) -> None:
         """Connect to ``bucket``; credentials come from the usual AWS sources.
@@ -124,8 +126,14 @@ class ObjectStore:
             max_backoff_s: the longest wait between two tries.
             multipart_threshold: objects at least this large are uploaded in parts.
             multipart_chunksize: the size of each part (S3 requires at least 5 MiB).
+            access_key_id: explicit credentials; empty for the usual AWS sources.
+            secret_access_key: the secret of ``access_key_id``.
             client: a ready boto3 S3 client, instead of building one.
         """
+        self._credentials = {
+            "aws_access_key_id": access_key_id or None,
+            "aws_secret_access_key": secret_access_key or None,
+        }
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.endpoint_url = endpoint_url
@@ -150,6 +158,8 @@ class ObjectStore:
             prefix=settings.prefix,
             endpoint_url=settings.endpoint_url,
             region=settings.region,
+            access_key_id=settings.access_key_id,
+            secret_access_key=settings.secret_access_key,
             **options,
         )
 
@@ -164,6 +174,8 @@ class ObjectStore:
             max_backoff_s=self._max_backoff_s,
             multipart_threshold=self._transfer.multipart_threshold,
             multipart_chunksize=self._transfer.multipart_chunksize,
+            access_key_id=self._credentials["aws_access_key_id"] or "",
+            secret_access_key=self._credentials["aws_secret_access_key"] or "",
         )
 
     def _make_client(self) -> Any:
@@ -179,6 +191,7 @@ class ObjectStore:
             endpoint_url=self.endpoint_url or None,
             region_name=self.region or None,
             config=config,
+            **self._credentials,
         )
 
     def key(self, *parts: str) -> str:

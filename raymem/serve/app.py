@@ -7,11 +7,13 @@ answers every request with a 422.
 import collections
 import logging
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import StreamingResponse
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -28,6 +30,7 @@ from raymem.store.connection import open_sync
 from raymem.types import (
     AppendRequest,
     ErrorBody,
+    ImportResult,
     IngestRequest,
     IngestResult,
     MemoryPage,
@@ -41,6 +44,7 @@ from raymem.types import (
     RememberRequest,
     SessionEnded,
     SessionList,
+    SnapshotResult,
     StoredMessage,
 )
 
@@ -61,6 +65,8 @@ SCHEMA_TYPES: list[type] = [
     SessionEnded,
     SessionList,
     StoredMessage,
+    SnapshotResult,
+    ImportResult,
 ]
 
 app = FastAPI(
@@ -114,6 +120,12 @@ def _write(kind: type, status: int = 200, description: str = "") -> dict[str, An
         "openapi_extra": http.body_schema(kind, description),
         "responses": http.response_schema(kind, status),
     }
+
+
+async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    yield first
+    async for chunk in rest:
+        yield chunk
 
 
 @serve.deployment(name="Ingress", max_ongoing_requests=256, ray_actor_options={"num_cpus": 0})
@@ -338,6 +350,42 @@ class Ingress:
         principal, name = self._profile(request, profile, write=True)
         http.validate_name(session_id, "session")
         return http.json_response(await self._call(principal, name, "end_session", session_id))
+
+    @app.post(
+        "/v1/profiles/{profile}/snapshot",
+        tags=["durability"],
+        responses=http.response_schema(SnapshotResult),
+    )
+    async def snapshot(self, profile: str, request: Request) -> Response:
+        principal, name = self._profile(request, profile, write=True)
+        return http.json_response(await self._call(principal, name, "snapshot"))
+
+    @app.get("/v1/profiles/{profile}/export", tags=["durability"], response_class=StreamingResponse)
+    async def export(self, profile: str, request: Request) -> Response:
+        """The whole profile as JSON Lines: header, sessions, messages, memories with chains."""
+        principal, name = self._profile(request, profile, write=False)
+        chunks = self.router.stream(principal.tenant, name, "export_chunks")
+        first = await anext(chunks)  # errors (unknown profile) surface before the 200
+        return StreamingResponse(
+            _prepend(first, chunks),
+            media_type="application/x-ndjson",
+            headers={"Content-Disposition": f'attachment; filename="{name}.jsonl"'},
+        )
+
+    @app.post(
+        "/v1/profiles/{profile}/import",
+        tags=["durability"],
+        responses=http.response_schema(ImportResult),
+    )
+    async def import_profile(self, profile: str, request: Request) -> Response:
+        """Load an archive (JSON Lines, gzipped or not) into a new or empty profile."""
+        principal, name = self._profile(request, profile, write=True)
+        archive = await http.read_body(request, self.limits.max_import_bytes)
+        if not archive.strip():
+            raise InvalidRequest("Request body is empty: send an archive from GET …/export")
+        return http.json_response(
+            await self._call(principal, name, "import_archive", archive, create=True)
+        )
 
 
 def build_app(settings: Settings) -> Any:
