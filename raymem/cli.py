@@ -1,17 +1,15 @@
 """The ``raymem`` command line: the server, and client commands against a running one."""
 
-import contextlib
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
-import httpx
 import msgspec
 
-from raymem.client import DEFAULT_URL, Client, RaymemHTTPError
+from raymem.cli_common import client_options, open_client, server_errors
+from raymem.cli_memory import memory
 from raymem.config import ConfigError, Settings, load_settings
 
 INGEST_BATCH = 500  # turns per request, well inside the server's default limit
@@ -65,35 +63,6 @@ def serve(ctx: click.Context, host: str | None, port: int | None, data_dir: str 
         raise click.ClickException(str(exc)) from None
 
 
-def client_options(command: Any) -> Any:
-    command = click.option(
-        "--token", envvar="RAYMEM_TOKEN", default=None, help="API key ($RAYMEM_TOKEN)."
-    )(command)
-    command = click.option(
-        "--url",
-        envvar="RAYMEM_URL",
-        default=DEFAULT_URL,
-        show_default=True,
-        help="Server URL ($RAYMEM_URL).",
-    )(command)
-    return command
-
-
-def _client(url: str, token: str | None) -> Client:
-    return Client(url, token)
-
-
-@contextlib.contextmanager
-def server_errors() -> Iterator[None]:
-    """Turn client failures into one-line CLI errors (exit status 1)."""
-    try:
-        yield
-    except RaymemHTTPError as exc:
-        raise click.ClickException(f"{exc.message} ({exc.status} {exc.code})") from None
-    except (httpx.HTTPError, OSError) as exc:
-        raise click.ClickException(f"Cannot reach the server: {exc}") from None
-
-
 def read_turns(path: Path) -> list[dict[str, Any]]:
     """Turns from a JSON list, a JSON object with ``messages``, or JSON Lines."""
     text = path.read_text()
@@ -122,7 +91,7 @@ def ingest(file: Path, profile: str, session: str, url: str, token: str | None) 
     """Ingest a conversation from FILE (JSON or JSON Lines turns)."""
     turns = read_turns(file)
     totals = {"stored": 0, "duplicates": 0, "added": 0, "superseded": 0, "memory_duplicates": 0}
-    with _client(url, token) as client:
+    with open_client(url, token) as client:
         target = client.get_profile(profile)
         for start in range(0, len(turns), INGEST_BATCH):
             with server_errors():
@@ -149,7 +118,7 @@ def recall(
     query: str, profile: str, limit: int, as_json: bool, url: str, token: str | None
 ) -> None:
     """Recall what PROFILE knows about QUERY."""
-    with _client(url, token) as client, server_errors():
+    with open_client(url, token) as client, server_errors():
         result = client.get_profile(profile).recall(query, limit=limit)
     if as_json:
         click.echo(msgspec.json.encode(result).decode())
@@ -167,7 +136,7 @@ def recall(
 @client_options
 def profiles(as_json: bool, url: str, token: str | None) -> None:
     """List profiles with their counts."""
-    with _client(url, token) as client, server_errors():
+    with open_client(url, token) as client, server_errors():
         listing = client.profiles()
     if as_json:
         click.echo(msgspec.json.encode(listing).decode())
@@ -186,7 +155,7 @@ def export(profile: str, destination: str, url: str, token: str | None) -> None:
     from tqdm import tqdm
 
     bar = tqdm(unit="B", unit_scale=True, desc=f"export {profile}", disable=None)
-    with _client(url, token) as client, server_errors(), bar:
+    with open_client(url, token) as client, server_errors(), bar:
         written = client.get_profile(profile).export(destination, progress=bar.update)
     click.echo(f"exported {profile} to {destination} ({written} bytes)")
 
@@ -200,7 +169,7 @@ def import_(profile: str, source: str, url: str, token: str | None) -> None:
     from tqdm import tqdm
 
     bar = tqdm(total=1, desc=f"import {profile}", disable=None)
-    with _client(url, token) as client, server_errors(), bar:
+    with open_client(url, token) as client, server_errors(), bar:
         result = client.get_profile(profile).import_archive(source)
         bar.update(1)
     counts = result.counts
@@ -215,9 +184,12 @@ def import_(profile: str, source: str, url: str, token: str | None) -> None:
 @client_options
 def snapshot(profile: str, url: str, token: str | None) -> None:
     """Write a snapshot of PROFILE to the server's object storage."""
-    with _client(url, token) as client, server_errors():
+    with open_client(url, token) as client, server_errors():
         result = client.get_profile(profile).snapshot()
     click.echo(f"snapshot {result.key} at ledger seq {result.ledger_seq}")
+
+
+cli.add_command(memory)
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ from raymem.types import (
     MessageList,
     ProfileList,
     RecallResult,
+    SessionDeleted,
     SessionEnded,
     SessionList,
     SnapshotResult,
@@ -134,6 +135,9 @@ class _Session:
 
     def _end(self) -> _Call:
         return _Call("POST", f"{self._base}/end", result=SessionEnded)
+
+    def _delete(self) -> _Call:
+        return _Call("DELETE", self._base, result=SessionDeleted)
 
 
 def _headers(token: str | None) -> dict[str, str]:
@@ -255,6 +259,10 @@ class SessionClient(_Session):
     def end(self) -> SessionEnded:
         return self._client._send(self._end())
 
+    def delete(self) -> SessionDeleted:
+        """Delete the session's turns and forget the memories derived from it."""
+        return self._client._send(self._delete())
+
 
 # --------------------------------------------------------------------- async
 
@@ -352,3 +360,6 @@ class AsyncSessionClient(_Session):
 
     async def end(self) -> SessionEnded:
         return await self._client._send(self._end())
+
+    async def delete(self) -> SessionDeleted:
+        return await self._client._send(self._delete())

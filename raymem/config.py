@@ -57,6 +57,8 @@ class DurabilitySettings(Section):
 class ProfileSettings(Section):
     idle_timeout_s: float = 600.0
     max_live: int = 200
+    retention_days: float = 90.0  # raw turns older than this are purged; 0 keeps them forever
+    retention_check_s: float = 3600.0
 
 
 class ModelSettings(Section):

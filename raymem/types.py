@@ -190,3 +190,9 @@ class ImportResult(Schema, kw_only=True):
     profile: str
     ledger_seq: int
     counts: ArchiveCounts
+
+
+class SessionDeleted(Schema, kw_only=True):
+    session_id: str
+    messages_deleted: int
+    memories_forgotten: int

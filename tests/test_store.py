@@ -1,11 +1,13 @@
 """ProfileStore on real SQLite files: schema, idempotent turns, indexes, chains, transactions."""
 
+from datetime import UTC, datetime, timedelta
+
 import numpy as np
 import pytest
 
 from raymem.errors import MemoryNotFound
 from raymem.pipelines import ingest
-from raymem.store import ProfileStore, message_id
+from raymem.store import ProfileStore, message_id, to_db_time, utc_now
 from raymem.store.connection import open_sync
 from raymem.types import MessageIn
 
@@ -181,3 +183,44 @@ async def test_session_turns_come_back_oldest_first(store):
     assert [m.content for _, m in last_two] == ["four five six", "seven eight nine"]
     [session] = await store.list_sessions()
     assert session.id == "s1" and session.message_count == 3
+
+
+async def test_retention_purges_only_old_turns_and_keeps_memories(store):
+    # a conversation from years ago, imported now, is young: age counts from ingestion
+    dated = datetime(2020, 1, 1, tzinfo=UTC)
+    await ingest.ingest(
+        store,
+        "old",
+        [MessageIn(role="user", content="I adopted a greyhound named Comet.", created_at=dated)],
+    )
+    cutoff = to_db_time(utc_now())
+    await ingest.ingest(store, "new", turns("I started learning the cello."))
+    async with store.write() as writer:
+        assert await writer.purge_messages(to_db_time(utc_now() - timedelta(days=90))) == 0
+        purged = await writer.purge_messages(cutoff)
+    assert purged == 1
+    assert await store.search_messages_text('"greyhound"', limit=5) == []
+    assert len(await store.search_messages_text('"cello"', limit=5)) == 1
+    memories, _ = await store.list_memories()
+    assert {m.content for m in memories} == {
+        "I adopted a greyhound named Comet.",
+        "I started learning the cello.",
+    }
+    conn = open_sync(store.path)
+    try:
+        last = conn.execute("SELECT op, payload FROM ledger ORDER BY seq DESC LIMIT 1").fetchone()
+    finally:
+        conn.close()
+    assert last[0] == "purge" and '"count":1' in last[1]
+
+
+async def test_deleting_a_session_removes_turns_and_forgets_its_memories(store):
+    await ingest.ingest(store, "a", turns("My cat is named Tofu."))
+    await ingest.ingest(store, "b", turns("My dog is named Pixel."))
+    async with store.write() as writer:
+        assert await writer.delete_session("a") == (1, 1)
+        assert await writer.delete_session("nope") == (0, 0)
+    assert [s.id for s in await store.list_sessions()] == ["b"]
+    memories, _ = await store.list_memories()
+    assert [m.content for m in memories] == ["My dog is named Pixel."]
+    assert await store.search_messages_text('"tofu"', limit=5) == []

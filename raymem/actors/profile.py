@@ -13,6 +13,7 @@ import os
 import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,11 +26,11 @@ from raymem import export
 from raymem.actors.durability import Durability
 from raymem.actors.pools import EMBEDDER_DEPLOYMENT
 from raymem.config import Settings
-from raymem.errors import MemoryNotFound, ProfileClosing
+from raymem.errors import MemoryNotFound, ProfileClosing, SessionNotFound
 from raymem.export.snapshot import snapshot_key
 from raymem.pipelines import ingest as ingest_pipeline
 from raymem.pipelines.recall import Recaller
-from raymem.store import ProfileStore
+from raymem.store import ProfileStore, to_db_time, utc_now
 from raymem.types import (
     AppendRequest,
     ArchiveCounts,
@@ -44,6 +45,7 @@ from raymem.types import (
     RecallRequest,
     RecallResult,
     RememberRequest,
+    SessionDeleted,
     SessionEnded,
     SessionList,
     SnapshotResult,
@@ -94,6 +96,7 @@ class ProfileActor:
         self._embedder: Any = None
         self._vectoriser: asyncio.Task[None] | None = None
         self._idle_watch: asyncio.Task[None] | None = None
+        self._retention: asyncio.Task[None] | None = None
         self._closing = False
         self._inflight = 0
         self._last_used = time.monotonic()
@@ -114,6 +117,7 @@ class ProfileActor:
             self._recaller = Recaller(store, self.settings.recall, self._embed)
             self._store = store
             self._idle_watch = asyncio.create_task(self._watch_idle())
+            self._retention = asyncio.create_task(self._apply_retention())
             self._vectorise_soon()  # catch up on anything left unembedded by a crash
 
     async def _embed(self, texts: list[str]) -> np.ndarray:
@@ -128,6 +132,27 @@ class ProfileActor:
             if idle >= timeout and self._inflight == 0 and not busy:
                 await self._hibernate()
                 return
+
+    async def _apply_retention(self) -> None:
+        """Purge raw turns past the retention period now and then; memories stay."""
+        days = self.settings.profiles.retention_days
+        while days > 0 and not self._closing:
+            try:
+                await self._purge_older_than(days)
+            except Exception:
+                log.exception("retention purge of profile %s failed", self.name)
+            await asyncio.sleep(self.settings.profiles.retention_check_s)
+
+    async def _purge_older_than(self, days: float) -> int:
+        """Delete raw turns received more than ``days`` ago; returns how many."""
+        assert self._store is not None
+        cutoff = to_db_time(utc_now() - timedelta(days=days))
+        async with self._store.write() as writer:
+            purged = await writer.purge_messages(cutoff)
+        if purged:
+            log.info("profile %s: purged %d turns older than %s", self.name, purged, cutoff)
+            await self._durability.after_write()
+        return purged
 
     async def _hibernate(self) -> None:
         self._closing = True
@@ -322,6 +347,24 @@ class ProfileActor:
                 duplicates=reconciled.duplicates,
             ),
             memory_ids=reconciled.added,
+        )
+
+    @entry
+    async def purge_older_than(self, days: float) -> int:
+        """Apply retention now with a period of ``days`` (operators, tests)."""
+        return await self._purge_older_than(days)
+
+    @entry
+    async def delete_session(self, session_id: str) -> SessionDeleted:
+        """Delete a session's turns and forget the memories derived from it."""
+        assert self._store is not None
+        async with self._store.write() as writer:
+            messages, memories = await writer.delete_session(session_id)
+        if (messages, memories) == (0, 0):
+            raise SessionNotFound(session_id)
+        await self._after_write()
+        return SessionDeleted(
+            session_id=session_id, messages_deleted=messages, memories_forgotten=memories
         )
 
     @entry

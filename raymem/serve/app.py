@@ -42,6 +42,7 @@ from raymem.types import (
     RecallRequest,
     RecallResult,
     RememberRequest,
+    SessionDeleted,
     SessionEnded,
     SessionList,
     SnapshotResult,
@@ -62,6 +63,7 @@ SCHEMA_TYPES: list[type] = [
     RecallRequest,
     RecallResult,
     RememberRequest,
+    SessionDeleted,
     SessionEnded,
     SessionList,
     StoredMessage,
@@ -350,6 +352,17 @@ class Ingress:
         principal, name = self._profile(request, profile, write=True)
         http.validate_name(session_id, "session")
         return http.json_response(await self._call(principal, name, "end_session", session_id))
+
+    @app.delete(
+        "/v1/profiles/{profile}/sessions/{session_id}",
+        tags=["sessions"],
+        responses=http.response_schema(SessionDeleted),
+    )
+    async def delete_session(self, profile: str, session_id: str, request: Request) -> Response:
+        """Delete a session's turns and forget the memories derived from it."""
+        principal, name = self._profile(request, profile, write=True)
+        http.validate_name(session_id, "session")
+        return http.json_response(await self._call(principal, name, "delete_session", session_id))
 
     @app.post(
         "/v1/profiles/{profile}/snapshot",

@@ -18,6 +18,7 @@ CREATE TABLE messages (
     vectorised   INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX messages_by_session ON messages (session_id, created_at, seq);
+CREATE INDEX messages_by_ingested ON messages (ingested_at);  -- retention
 CREATE INDEX messages_pending_vectors ON messages (seq) WHERE vectorised = 0;
 
 CREATE VIRTUAL TABLE messages_fts USING fts5 (

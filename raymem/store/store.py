@@ -269,6 +269,61 @@ class StoreWriter:
         )
         await self.log("session_end", {"id": session_id, "at": at})
 
+    async def delete_session(self, session_id: str) -> tuple[int, int]:
+        """Delete a session's turns and forget the memories derived from it.
+
+        Returns (messages deleted, memories forgotten); (0, 0) for an unknown session.
+        """
+        at = to_db_time(utc_now())
+        counts = await self._delete_session(session_id, at)
+        if counts != (0, 0):
+            await self.log("session_delete", {"id": session_id, "at": at})
+        return counts
+
+    async def _delete_session(self, session_id: str, at: str) -> tuple[int, int]:
+        await self._conn.execute(
+            "DELETE FROM message_vectors WHERE rowid IN"
+            " (SELECT seq FROM messages WHERE session_id = ?)",
+            (session_id,),
+        )
+        deleted = await self._conn.execute(
+            "DELETE FROM messages WHERE session_id = ?", (session_id,)
+        )
+        await self._conn.execute(
+            "DELETE FROM memory_vectors WHERE rowid IN (SELECT seq FROM memories"
+            " WHERE session_id = ? AND forgotten_at IS NULL)",
+            (session_id,),
+        )
+        forgotten = await self._conn.execute(
+            "UPDATE memories SET forgotten_at = ? WHERE session_id = ? AND forgotten_at IS NULL",
+            (at, session_id),
+        )
+        removed = await self._conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        if deleted.rowcount == 0 and forgotten.rowcount == 0 and removed.rowcount == 0:
+            return 0, 0
+        return deleted.rowcount, forgotten.rowcount
+
+    async def purge_messages(self, before: str) -> int:
+        """Retention: delete raw turns stored before ``before``; memories derived from them stay.
+
+        Age counts from when raymem received a turn (``ingested_at``), not from its
+        message time: importing last year's conversation today keeps it for the
+        whole retention period.
+        """
+        count = await self._purge_messages(before)
+        if count:
+            await self.log("purge", {"before": before, "count": count})
+        return count
+
+    async def _purge_messages(self, before: str) -> int:
+        await self._conn.execute(
+            "DELETE FROM message_vectors WHERE rowid IN"
+            " (SELECT seq FROM messages WHERE ingested_at < ?)",
+            (before,),
+        )
+        cursor = await self._conn.execute("DELETE FROM messages WHERE ingested_at < ?", (before,))
+        return int(cursor.rowcount)
+
     async def set_vectors(
         self, table: str, rows: Sequence[tuple[int, Sequence[float] | np.ndarray]]
     ) -> None:
@@ -383,6 +438,10 @@ class StoreWriter:
         elif op == "import":
             for table in ("sessions", "messages", "memories"):
                 await self.restore_rows(table, data.get(table, []))
+        elif op == "session_delete":
+            await self._delete_session(data["id"], data["at"])
+        elif op == "purge":
+            await self._purge_messages(data["before"])
         else:
             raise ValueError(f"Cannot replay ledger op {op!r} (seq {seq})")
         await self.append_ledger(seq, at, op, payload)
