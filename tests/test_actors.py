@@ -95,3 +95,30 @@ def test_get_profile_calls_the_actor_without_http(serve_app, server_settings):
     assert len(profile.list().memories) == 1
     with pytest.raises(Exception, match="Invalid profile name"):
         raymem.get_profile("../escape", settings=server_settings)
+
+
+def test_live_profiles_per_node_are_bounded_least_recently_used_first(
+    serve_app, server_settings, tmp_path
+):
+    settings = msgspec.structs.replace(
+        server_settings,
+        namespace="raymem-lru",
+        data_dir=str(tmp_path),
+        profiles=msgspec.structs.replace(server_settings.profiles, max_live=2),
+    )
+    router = ProfileRouter(settings)
+    names = [f"lru-{index}" for index in range(3)]
+    for name in names:
+        request = IngestRequest(
+            session_id="s1", messages=[MessageIn(role="user", content=f"{name} holds a fact.")]
+        )
+        router.call_sync("default", name, "ingest", request, create=True)
+    # the least recently used (the first) makes room for the third
+    wait_until(lambda: live_actor_id(settings, names[0]) is None, timeout=30)
+    assert (
+        live_actor_id(settings, names[1]) is not None
+        and live_actor_id(settings, names[2]) is not None
+    )
+    # and comes back with its data when used again
+    result = router.call_sync("default", names[0], "recall", RecallRequest(query="fact"))
+    assert any("lru-0" in hit.content for hit in result.memories)

@@ -24,6 +24,7 @@ from ray import serve
 
 from raymem import export
 from raymem.actors.durability import Durability
+from raymem.actors.live import live_profiles
 from raymem.actors.pools import EMBEDDER_DEPLOYMENT
 from raymem.config import Settings
 from raymem.errors import MemoryNotFound, ProfileClosing, SessionNotFound
@@ -97,6 +98,7 @@ class ProfileActor:
         self._vectoriser: asyncio.Task[None] | None = None
         self._idle_watch: asyncio.Task[None] | None = None
         self._retention: asyncio.Task[None] | None = None
+        self._live: Any = None  # this node's LiveProfiles tracker
         self._closing = False
         self._inflight = 0
         self._last_used = time.monotonic()
@@ -116,6 +118,8 @@ class ProfileActor:
             store = await self._durability.open(self.path, dim=info["dim"], embedder=info["name"])
             self._recaller = Recaller(store, self.settings.recall, self._embed)
             self._store = store
+            self._live = live_profiles(self.settings.namespace, self.settings.profiles.max_live)
+            await self._report_use()
             self._idle_watch = asyncio.create_task(self._watch_idle())
             self._retention = asyncio.create_task(self._apply_retention())
             self._vectorise_soon()  # catch up on anything left unembedded by a crash
@@ -123,10 +127,27 @@ class ProfileActor:
     async def _embed(self, texts: list[str]) -> np.ndarray:
         return await self._embedder.embed.remote(texts)
 
+    async def _report_use(self) -> None:
+        """Tell the node's tracker when this profile was last used (it bounds live actors)."""
+        me = ray.get_runtime_context().current_actor
+        try:
+            await self._live.touch.remote(self.name, me, time.monotonic() - self._last_used)
+        except Exception:  # the bound is best effort; serving goes on
+            log.warning(
+                "profile %s cannot reach the live-profile tracker", self.name, exc_info=True
+            )
+            self._live = live_profiles(self.settings.namespace, self.settings.profiles.max_live)
+
+    async def hibernate(self) -> None:
+        """Asked by the tracker to make room: hibernate as soon as no call is in flight."""
+        self._last_used = float("-inf")
+
     async def _watch_idle(self) -> None:
         timeout = self.settings.profiles.idle_timeout_s
         while True:
             await asyncio.sleep(min(max(timeout / 4, 0.05), 5.0))
+            if self._last_used != float("-inf"):
+                await self._report_use()
             idle = time.monotonic() - self._last_used
             busy = self._vectoriser is not None and not self._vectoriser.done()
             if idle >= timeout and self._inflight == 0 and not busy:
@@ -171,10 +192,15 @@ class ProfileActor:
             return
         if self._store is not None:
             await self._store.close()
+        self._leave_tracker()
         log.info(
             "profile %s hibernates after %.0f s idle", self.name, time.monotonic() - self._last_used
         )
         self._exit_soon()
+
+    def _leave_tracker(self) -> None:
+        if self._live is not None:
+            self._live.leave.remote(self.name)
 
     def _exit_soon(self) -> None:
         """Kill this actor's process right after the current reply is sent.
@@ -424,5 +450,6 @@ class ProfileActor:
         if self._store is not None:
             await self._store.close()
         await self._durability.destroy()
+        self._leave_tracker()
         shutil.rmtree(self.path.parent, ignore_errors=True)
         self._exit_soon()
