@@ -405,3 +405,14 @@ def build_app(settings: Settings) -> Any:
     """The Serve application graph: the ingress and the embedder pool."""
     embedder = EmbedderPool.options(**embedder_options(settings.models)).bind(settings.models)
     return Ingress.options(num_replicas=settings.server.ingress_replicas).bind(settings, embedder)
+
+
+def app_builder(args: dict[str, str]) -> Any:
+    """Entry point for Serve config files and KubeRay (``import_path: raymem.serve.app:app_builder``).
+
+    ``args`` may name a TOML file as ``config``; the ``RAYMEM_*`` environment of
+    the Serve controller applies on top, as for ``raymem serve``.
+    """
+    from raymem.config import load_settings
+
+    return build_app(load_settings(args.get("config") or None))
