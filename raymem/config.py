@@ -10,9 +10,11 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
+
+from raymem.types import NAME_PATTERN
 
 
 class Section(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -27,7 +29,7 @@ class ServerSettings(Section):
 
 
 class ApiKey(Section):
-    tenant: str
+    tenant: Annotated[str, msgspec.Meta(pattern=NAME_PATTERN)]  # a directory name
     key_sha256: str
     profiles: list[str] = msgspec.field(default_factory=lambda: ["*"])
     read_only: bool = False
@@ -70,6 +72,20 @@ class ModelSettings(Section):
     embedder_batch_size: int = 64
     openai_base_url: str = ""
     openai_model: str = ""
+    openai_api_key_env: str = "OPENAI_API_KEY"  # the variable that holds the key, not the key
+    openai_json_mode: bool = True
+    generator_model: str = ""  # transformers: a hub id or a local directory
+    generator_timeout_s: float = 60.0
+    generator_attempts: int = 3
+    generator_max_tokens: int = 1024
+    generator_threads: int = 0
+    generator_min_replicas: int = 1
+    generator_max_replicas: int = 1
+    generator_target_ongoing_requests: int = 4
+    # Compare new memories with their nearest stored neighbours by embedding before
+    # writing them (near-duplicates, paraphrased updates). Off: only exact duplicates
+    # and topic keys reconcile, and ingest skips an embedding round trip.
+    reconcile_by_similarity: bool = True
 
 
 class LimitSettings(Section):
@@ -188,5 +204,8 @@ def load_settings(
         settings = msgspec.convert(data, Settings, strict=False)
     except msgspec.ValidationError as exc:
         raise ConfigError(f"Invalid configuration: {exc}") from exc
+    hashes = [key.key_sha256.lower() for key in settings.auth.keys]
+    if len(hashes) != len(set(hashes)):
+        raise ConfigError("Invalid configuration: the same API key is given to more than one entry")
     # Actors run with another working directory: pin the data directory now.
     return msgspec.structs.replace(settings, data_dir=str(Path(settings.data_dir).resolve()))

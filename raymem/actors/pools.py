@@ -8,6 +8,7 @@ import numpy as np
 from ray import serve
 
 from raymem.config import ModelSettings
+from raymem.models.generator import LLMGenerator
 
 log = logging.getLogger(__name__)
 
@@ -52,3 +53,90 @@ def embedder_options(models: ModelSettings) -> dict[str, Any]:
         "num_replicas": models.embedder_replicas,
         "ray_actor_options": {"num_cpus": 1, "num_gpus": models.num_gpus},
     }
+
+
+# ------------------------------------------------------------------ generator
+
+GENERATOR_DEPLOYMENT = "Generator"
+
+
+@serve.deployment(name=GENERATOR_DEPLOYMENT, max_ongoing_requests=64)
+class GeneratorPool:
+    """Chat completions for the ``transformers`` (or ``openai``) generator backend.
+
+    Concurrent callers' prompts are batched: a local model generates them as one
+    padded batch, a remote endpoint gets them concurrently. Profile actors reach
+    it through ``pool_generator(handle, models)``. With the ``rules`` backend no
+    pool is deployed: the actor runs the rules in-process (no pool hop).
+
+    Affinity (not built yet): a backend with a prompt (KV) cache, such as vLLM's
+    prefix caching or a transformers model keeping past key values, would gain
+    from sending one profile's calls to one replica, since consecutive chunks of
+    a conversation share the system prompt and overlapping turns. Serve's model
+    multiplexing provides that routing: decorate a per-profile loader with
+    ``@serve.multiplexed`` and call ``handle.options(multiplexed_model_id=profile)``;
+    Serve then prefers the replica that already holds that id. The system prompt
+    is identical for every call, so even without affinity every replica reuses it.
+    """
+
+    def __init__(self, models: ModelSettings) -> None:
+        from raymem.models.generator import make_chat_model
+
+        self._chat = make_chat_model(models)
+
+    async def complete(self, messages: list[dict[str, str]], max_tokens: int) -> str:
+        """The model's answer to one chat; batched with concurrent callers."""
+        return await self._complete_batched((messages, max_tokens))
+
+    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.01)
+    async def _complete_batched(
+        self, requests: list[tuple[list[dict[str, str]], int]]
+    ) -> list[str]:
+        batch_generate = getattr(self._chat, "complete_batch", None)
+        if batch_generate is not None:
+            # One padded batch; generation blocks, so keep the replica's loop free.
+            longest = max(max_tokens for _, max_tokens in requests)
+            chats = [messages for messages, _ in requests]
+            return list(await asyncio.to_thread(batch_generate, chats, max_tokens=longest))
+        return list(
+            await asyncio.gather(*(self._chat.complete(m, max_tokens=t) for m, t in requests))
+        )
+
+
+def generator_options(models: ModelSettings) -> dict[str, Any]:
+    """Deployment options of the Generator pool from configuration (0 GPUs on a CPU machine)."""
+    low = int(models.generator_min_replicas)
+    high = max(low, int(models.generator_max_replicas))
+    return {
+        "autoscaling_config": {
+            "min_replicas": low,
+            "initial_replicas": low,
+            "max_replicas": high,
+            "target_ongoing_requests": models.generator_target_ongoing_requests,
+        },
+        "ray_actor_options": {"num_cpus": 1, "num_gpus": models.num_gpus},
+    }
+
+
+class PoolChat:
+    """A ``ChatModel`` that calls the Generator pool through its deployment handle."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+
+    async def complete(self, messages: list[dict[str, str]], *, max_tokens: int) -> str:
+        return str(await self._handle.complete.remote(messages, max_tokens))
+
+
+def pool_generator(handle: Any, models: ModelSettings) -> LLMGenerator:
+    """The Generator a profile actor uses with a model backend: prompts here, model in the pool.
+
+    Args:
+        handle: ``serve.get_deployment_handle(GENERATOR_DEPLOYMENT, app_name=...)``.
+        models: the model settings (backend name, ``generator_max_tokens``).
+    """
+    return LLMGenerator(
+        PoolChat(handle),
+        name=models.generator,
+        max_tokens=int(models.generator_max_tokens),
+    )

@@ -25,10 +25,11 @@ from ray import serve
 from raymem import export
 from raymem.actors.durability import Durability
 from raymem.actors.live import live_profiles
-from raymem.actors.pools import EMBEDDER_DEPLOYMENT
+from raymem.actors.pools import EMBEDDER_DEPLOYMENT, GENERATOR_DEPLOYMENT, pool_generator
 from raymem.config import Settings
 from raymem.errors import MemoryNotFound, ProfileClosing, SessionNotFound
 from raymem.export.snapshot import snapshot_key
+from raymem.models.generator import Generator, make_generator
 from raymem.pipelines import ingest as ingest_pipeline
 from raymem.pipelines.recall import Recaller
 from raymem.store import ProfileStore, to_db_time, utc_now
@@ -38,6 +39,7 @@ from raymem.types import (
     ImportResult,
     IngestRequest,
     IngestResult,
+    MemoryCounts,
     MemoryPage,
     MemoryWithHistory,
     MessageIn,
@@ -95,6 +97,7 @@ class ProfileActor:
         self._recaller: Recaller | None = None
         self._open_lock = asyncio.Lock()
         self._embedder: Any = None
+        self._generator: Generator | None = None
         self._vectoriser: asyncio.Task[None] | None = None
         self._idle_watch: asyncio.Task[None] | None = None
         self._retention: asyncio.Task[None] | None = None
@@ -116,6 +119,7 @@ class ProfileActor:
             )
             info = await self._embedder.info.remote()
             store = await self._durability.open(self.path, dim=info["dim"], embedder=info["name"])
+            self._generator = self._make_generator()
             self._recaller = Recaller(store, self.settings.recall, self._embed)
             self._store = store
             self._live = live_profiles(self.settings.namespace, self.settings.profiles.max_live)
@@ -123,6 +127,24 @@ class ProfileActor:
             self._idle_watch = asyncio.create_task(self._watch_idle())
             self._retention = asyncio.create_task(self._apply_retention())
             self._vectorise_soon()  # catch up on anything left unembedded by a crash
+
+    def _models(self) -> dict[str, Any]:
+        """The generator and embedding function the ingest pipeline uses."""
+        models = self.settings.models
+        return {
+            "generator": self._generator,
+            "embed": self._embed if models.reconcile_by_similarity else None,
+        }
+
+    def _make_generator(self) -> Generator | None:
+        """None for the embedded rules (run in-process); a model backend otherwise."""
+        models = self.settings.models
+        if models.generator == "rules":
+            return None
+        if models.generator == "openai":
+            return make_generator(models)  # the endpoint is called from here directly
+        handle = serve.get_deployment_handle(GENERATOR_DEPLOYMENT, app_name=self.settings.app_name)
+        return pool_generator(handle, models)
 
     async def _embed(self, texts: list[str]) -> np.ndarray:
         return await self._embedder.embed.remote(texts)
@@ -262,7 +284,9 @@ class ProfileActor:
     @entry
     async def ingest(self, request: IngestRequest) -> IngestResult:
         assert self._store is not None
-        result = await ingest_pipeline.ingest(self._store, request.session_id, request.messages)
+        result = await ingest_pipeline.ingest(
+            self._store, request.session_id, request.messages, **self._models()
+        )
         await self._after_write()
         return result
 
@@ -280,6 +304,7 @@ class ProfileActor:
                 session_id=request.session_id,
                 memory_type=request.type,
                 importance=request.importance,
+                **self._models(),
             )
         await self._after_write()
         return await self._with_history(held_by)
@@ -361,9 +386,10 @@ class ProfileActor:
     async def end_session(self, session_id: str) -> SessionEnded:
         assert self._store is not None
         await self._store.get_session(session_id)
-        reconciled = await ingest_pipeline.consolidate_session(self._store, session_id)
+        reconciled = await ingest_pipeline.consolidate_session(
+            self._store, session_id, **self._models()
+        )
         await self._after_write()
-        from raymem.types import MemoryCounts
 
         return SessionEnded(
             session=await self._store.get_session(session_id),
@@ -411,7 +437,11 @@ class ProfileActor:
     async def import_archive(self, archive: bytes) -> ImportResult:
         """Load a JSON Lines archive (gzipped or not) into this new or empty profile."""
         assert self._store is not None
-        header = await export.import_archive(self._store, archive, profile=self.profile)
+        try:
+            header = await export.import_archive(self._store, archive, profile=self.profile)
+        except Exception:
+            await self._discard_if_empty()  # a failed import into a new profile leaves none
+            raise
         await self._after_write()
         counts = ArchiveCounts(**msgspec.structs.asdict(header.counts))
         return ImportResult(profile=self.profile, ledger_seq=header.ledger_seq, counts=counts)
@@ -441,6 +471,14 @@ class ProfileActor:
             "rss_bytes": rss_pages * os.sysconf("SC_PAGE_SIZE"),
             "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         }
+
+    async def _discard_if_empty(self) -> None:
+        assert self._store is not None
+        async with self._store.write() as writer:
+            empty = await writer.is_empty()  # nothing at all, not even a ledger entry
+        if empty:
+            log.info("profile %s: discarding the empty profile of a failed import", self.name)
+            await self.destroy()
 
     async def destroy(self) -> None:
         """Delete the profile's data and exit; the name is free for a new profile."""

@@ -25,6 +25,7 @@ from raymem.errors import Conflict, InvalidRequest
 from raymem.export.objectstore import ObjectStore, parse_s3_url
 from raymem.store import ProfileStore, StoreWriter, to_db_time, utc_now
 from raymem.store.connection import open_connection
+from raymem.types import Name
 
 ARCHIVE_FORMAT = "raymem-archive"
 ARCHIVE_VERSION = 1
@@ -55,7 +56,8 @@ class Header(Line, tag="header", kw_only=True):
 
 
 class SessionLine(Line, tag="session", kw_only=True):
-    id: str
+    id: Name  # names become API paths: an archive cannot smuggle in '../x'
+
     started_at: str
     ended_at: str | None
     consolidated_at: str | None
@@ -63,7 +65,7 @@ class SessionLine(Line, tag="session", kw_only=True):
 
 class MessageLine(Line, tag="message", kw_only=True):
     id: str
-    session_id: str
+    session_id: Name
     role: str
     content: str
     created_at: str
@@ -79,7 +81,7 @@ class MemoryLine(Line, tag="memory", kw_only=True):
     event_time: str | None
     importance: float
     confidence: float
-    session_id: str | None
+    session_id: Name | None
     source_message_ids: list[str]
     source_spans: list[tuple[int, int]]
     search_queries: list[str]
@@ -324,6 +326,15 @@ class _LedgerChunks:
 _TABLE_OF = {SessionLine: "sessions", MessageLine: "messages", MemoryLine: "memories"}
 
 
+def _kind_of(raw: bytes) -> str:
+    """The ``kind`` a broken line claims to be, for the error message."""
+    try:
+        kind = msgspec.json.decode(raw).get("kind")
+    except (msgspec.DecodeError, AttributeError):
+        return "unreadable"
+    return f"a {kind} line" if isinstance(kind, str) else "no kind"
+
+
 def _decode_header(line: bytes) -> Header:
     try:
         fields = msgspec.json.decode(line)
@@ -365,7 +376,9 @@ async def _import_stream(
                 try:
                     line = _row_decoder.decode(raw)
                 except msgspec.DecodeError as exc:
-                    raise ArchiveError(f"Line {line_number} of the archive: {exc}") from exc
+                    raise ArchiveError(
+                        f"Line {line_number} of the archive ({_kind_of(raw)}): {exc}"
+                    ) from exc
                 table = _TABLE_OF[type(line)]
                 by_table[table].append(line)
                 await ledger.add(table, line)

@@ -3,7 +3,10 @@
 It needs no model, so a fresh install works offline. It splits turns into
 sentences, keeps the informative ones, classifies each into one of the four
 memory types with pattern rules, derives a topic key for preferences and
-personal attributes, and writes template search questions.
+personal attributes, and writes search questions from templates filled with
+the sentence's own names and keywords. Reconciliation decisions (add, duplicate,
+supersede) are rules too: near-identical text is a duplicate, the same subject
+and attribute is a new version.
 """
 
 import re
@@ -74,6 +77,13 @@ CATEGORY_LEXICON = {
     "shell": {"bash", "zsh", "fish", "powershell"},
     "os": {"linux", "macos", "windows", "ubuntu", "debian", "arch"},
 }
+# One alternation per category, compiled once: classification runs per sentence.
+_CATEGORY_PATTERNS = {
+    category: re.compile(
+        r"(?<![\w-])(" + "|".join(re.escape(name) for name in sorted(names)) + r")(?![\w-])"
+    )
+    for category, names in CATEGORY_LEXICON.items()
+}
 PERSONAL_ATTRIBUTES = [
     (
         re.compile(
@@ -90,6 +100,53 @@ PERSONAL_ATTRIBUTES = [
     (re.compile(r"\b(my (time ?zone|timezone) is)\b", re.I), "user.timezone"),
 ]
 MY_ATTRIBUTE = re.compile(r"\bmy (favou?rite [a-z]+|[a-z]+) (is|are)\b", re.I)
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# "Caroline: I went to ..." (transcripts that name the speaker inside the turn).
+SPEAKER_PREFIX = re.compile(r"^([A-Z][\w'’.-]{0,30}(?: [A-Z][\w'’.-]{0,30})?):\s+(?=\S)")
+NOT_SPEAKERS = _words(
+    "note update warning error todo example summary q a re edit fyi ps tip step answer"
+    " question important reminder"
+)
+# A sentence about someone in the third person: "User lives in ...", "Mia plays ...".
+THIRD_PERSON_SUBJECT = re.compile(
+    r"^(?:the )?(user|[A-Z][a-z]+)(?:'s)? (?:\w+s|is|was|has|had|moved|lives|works|loves)\b"
+)
+STOPWORDS = _words(
+    """
+    a an the and or but if then so too very just really i i'm im i've i'd i'll me my mine
+    we us our you your he she it it's its they them their this that that's these those
+    there here is am are was were be been being have has had do does did done to of in on
+    at for with by from about as into over up down out off not no yes can could would
+    should will shall may might must what which who whom when where why how all any some
+    such more most much many also still even again now well oh ah hey hi hello thanks thank
+    yeah wow great awesome cool nice amazing good glad love lovely totally definitely
+    absolutely sure super pretty lot lots thing things something anything everything one
+    get got go going know think feel felt see saw look looks like sounds sound mean means
+    let let's keep make made way time day don't didn't doesn't can't won't isn't wasn't
+    you're we're they're he's she's what's how's than because while both each other only
+    own same ever never always though
+    """
+)
+# Concrete values: the targets of the detail pass and of verification.
+VALUE_PATTERNS = [
+    re.compile(r"[$€£¥]\s?\d[\d,.]*(?:\s?(?:k|m|bn|million|billion))?", re.I),  # prices
+    re.compile(r"\b\d[\d,.]*\s?(?:%|percent|euros?|dollars?|usd|eur|gbp|pounds?|yen)\b", re.I),
+    re.compile(r"\bv?\d+\.\d+(?:\.\d+)*(?:[-+][\w.]+)?\b"),  # versions and decimals
+    re.compile(
+        r"\b\d+(?:[:/-]\d+)*\s?(?:am|pm|kg|g|km|m|cm|mm|mi|miles?|lbs?|gb|mb|tb|"
+        r"hours?|hrs?|minutes?|mins?|days?|weeks?|months?|years?|people|times)?\b",
+        re.I,
+    ),
+    re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.]+\b"),  # e-mail addresses
+    re.compile(r"\bhttps?://\S+"),
+    re.compile(r"[\"“][^\"”]{2,60}[\"”]"),  # quoted names and titles
+]
+NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-zA-Z0-9'’&-]+(?: [A-Z][a-zA-Z0-9'’&-]+)*)")
 
 
 class Candidate(msgspec.Struct, kw_only=True):
@@ -112,18 +169,48 @@ def split_sentences(text: str) -> list[str]:
     return [part for part in parts if part]
 
 
+def split_speaker(content: str) -> tuple[str | None, str]:
+    """A turn's speaker named inside it ("Caroline: I went ...") and the rest of the turn."""
+    match = SPEAKER_PREFIX.match(content)
+    if match is None or match.group(1).lower() in NOT_SPEAKERS:
+        return None, content
+    return match.group(1), content[match.end() :]
+
+
+def content_words(text: str) -> list[str]:
+    """The lower-cased words of ``text`` that carry meaning (stopwords removed), in order."""
+    words = (w.lower().strip("'’-") for w in WORD.findall(text))
+    return [w for w in words if w and w not in STOPWORDS]
+
+
+def concrete_values(text: str) -> list[str]:
+    """Names, prices, versions, quantities, dates and quoted titles mentioned in ``text``."""
+    values: list[str] = []
+    for pattern in VALUE_PATTERNS:
+        values.extend(m.group(0).strip() for m in pattern.finditer(text) if m.group(0).strip())
+    values.extend(m.group(1) for m in NAME.finditer(text) if m.group(1).lower() not in STOPWORDS)
+    kept: list[str] = []
+    for value in dict.fromkeys(v for v in values if any(c.isalnum() for c in v)):
+        if not any(value in longer for longer in kept):  # "1" inside "$1,200"
+            kept.append(value)
+    return kept
+
+
 def is_informative(sentence: str) -> bool:
-    """Worth remembering: not a question, a greeting or a fragment of under three words."""
+    """Worth remembering: not a question, a greeting, small talk or a fragment."""
     words = WORD.findall(sentence)
     if len(words) < 3 or sentence.rstrip().endswith("?"):
         return False
-    return " ".join(w.lower() for w in words) not in GREETINGS
+    if " ".join(w.lower() for w in words) in GREETINGS:
+        return False
+    # "That's so great!" has one content word; a statement worth keeping has two or more.
+    return len(content_words(sentence)) >= 2
 
 
 def _category_of(sentence: str) -> str | None:
     lowered = sentence.lower()
-    for category, names in CATEGORY_LEXICON.items():
-        if any(re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", lowered) for name in names):
+    for category, pattern in _CATEGORY_PATTERNS.items():
+        if pattern.search(lowered):
             return category
     return None
 
@@ -132,24 +219,71 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
 
-def topic_key_for(sentence: str, memory_type: str) -> str | None:
-    """A normalised subject.attribute key for preferences and personal attributes."""
+def subject_key(name: str | None) -> str:
+    """A person's name as a topic-key segment ("Mary Ann" -> "mary_ann"); None is the user."""
+    return (_slug(name) or "user") if name else "user"
+
+
+def subject_of(sentence: str, default: str = "user") -> str:
+    """Whom a sentence is about, as a key segment: ``default`` for first-person sentences.
+
+    "User lives in Budapest" is about ``user``; "Mia plays the violin" about
+    ``mia``; "I live in Paris" said by Caroline about ``caroline`` (the default).
+    """
+    match = THIRD_PERSON_SUBJECT.match(sentence.strip())
+    if match is None:
+        return default
+    name = match.group(1)
+    if name.lower() in STOPWORDS or name.lower() in ("user", "we", "they"):
+        return "user" if name.lower() == "user" else default
+    return _slug(name) or default
+
+
+def topic_key_for(sentence: str, memory_type: str, *, subject: str = "user") -> str | None:
+    """A normalised subject.attribute key for preferences and personal attributes.
+
+    Args:
+        sentence: the memory's text.
+        memory_type: only facts and instructions get keys.
+        subject: who a first-person sentence is about (the speaker; ``user`` by default).
+    """
     if memory_type not in ("fact", "instruction"):
         return None
     for pattern, key in PERSONAL_ATTRIBUTES:
         if pattern.search(sentence):
-            return key
+            return f"{subject_of(sentence, subject)}.{key.split('.', 1)[1]}"
     category = _category_of(sentence)
     if category is not None:
-        return f"user.{category}"
+        return f"{subject}.{category}"
     match = MY_ATTRIBUTE.search(sentence)
     if match:
-        return f"user.{_slug(match.group(1))}"
+        return f"{subject}.{_slug(match.group(1))}"
     return None
+
+
+def normalise_topic_key(key: str | None, *, subject: str = "user") -> str | None:
+    """``"User / Package Manager"`` -> ``"user.package_manager"``; a bare attribute gets ``subject``."""
+    if not key:
+        return None
+    parts = [_slug(part) for part in re.split(r"[./:>]+", key)]
+    parts = [part for part in parts if part]
+    if not parts:
+        return None
+    if len(parts) == 1:
+        parts.insert(0, subject)
+    return ".".join(parts[:3])
+
+
+LEADING_FILLER = re.compile(
+    r"^((actually|ok(ay)?|so|well|hmm+|oh|and|also|alright|right|now|hey|btw|by the way|"
+    r"one more thing|on second thought)[,.!:]?\s+)+",
+    re.IGNORECASE,
+)
 
 
 def classify(sentence: str) -> tuple[str, float]:
     """The memory type of a sentence and its importance."""
+    sentence = LEADING_FILLER.sub("", sentence.strip())  # "Actually, switch back to npm."
     if INSTRUCTION_START.search(sentence) or INSTRUCTION_ANYWHERE.search(sentence):
         return "instruction", 0.8
     if TASK_PATTERN.search(sentence):
@@ -161,21 +295,46 @@ def classify(sentence: str) -> tuple[str, float]:
     return "fact", 0.5
 
 
-def search_questions(sentence: str, memory_type: str, topic_key: str | None) -> list[str]:
-    """Template questions this memory answers; they widen full-text and vector matches."""
-    questions = []
+def _keyword_phrase(sentence: str, limit: int = 4) -> str:
+    words = [w for w in content_words(sentence) if not w.isdigit()]
+    return " ".join(dict.fromkeys(words[:limit]))
+
+
+def search_questions(
+    sentence: str, memory_type: str, topic_key: str | None, *, subject: str = "the user"
+) -> list[str]:
+    """Three to five questions this memory answers; they widen full-text and vector matches.
+
+    Templates are filled with the sentence's own names and keywords, so the
+    questions of different memories differ (identical generic questions would
+    pull every embedding towards the same point).
+
+    Args:
+        sentence: the memory's text.
+        memory_type: fact, event, instruction or task.
+        topic_key: its key, when it has one.
+        subject: who it is about, as a person would name them in a question.
+    """
+    questions: list[str] = []
     if topic_key is not None:
-        attribute = topic_key.split(".", 1)[-1].replace("_", " ")
-        questions.append(f"What is the user's preferred {attribute}?")
-        questions.append(f"Which {attribute} does the user use?")
-    templates = {
-        "instruction": ["What did the user ask me to do?", "What are the user's preferences?"],
-        "task": ["What does the user need to do?", "What tasks are open?"],
-        "event": ["What happened?", "When did it happen?"],
-        "fact": ["What do I know about the user?"],
+        attribute = topic_key.split(".", 1)[-1].replace("_", " ").replace(".", " ")
+        questions.append(f"What is {subject}'s {attribute}?")
+        questions.append(f"Which {attribute} does {subject} prefer?")
+    for name in [v for v in concrete_values(sentence) if v[:1].isupper()][:1]:
+        questions.append(f"What about {name}?")
+    phrase = _keyword_phrase(sentence) or "this"
+    by_type = {
+        "instruction": [
+            f"How should I handle {phrase}?",
+            f"What did {subject} ask about {phrase}?",
+        ],
+        "task": [f"What needs to be done about {phrase}?", f"When is {phrase} due?"],
+        "event": [f"When did {phrase} happen?", f"What happened with {phrase}?"],
+        "fact": [f"What do we know about {phrase}?", f"What is true of {phrase}?"],
     }
-    questions.extend(templates[memory_type])
-    return questions[:5]
+    questions.extend(by_type[memory_type])
+    questions.append(f"What does {subject} say about {phrase}?")
+    return list(dict.fromkeys(questions))[:5]
 
 
 def extract_from_turn(

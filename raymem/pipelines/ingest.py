@@ -1,22 +1,36 @@
-"""Ingest: content-addressed turns, extraction, reconciliation and one transactional write.
+"""Ingest: content-addressed turns, extraction, dates, verification, classification, reconciliation.
 
-Pure async functions over a ``ProfileStore``; no Ray imports. Vectorisation
-happens after the write, in the background, driven by the profile actor.
+Pure async functions over a ``ProfileStore``; no Ray imports. The stages, in order:
+
+1. ids: every turn gets its content-addressed id; turns already stored are skipped.
+2. extraction (``extract``): ~10,000-character chunks with a two-message overlap,
+   up to 4 at once; a full pass, plus a detail pass for 9+ messages, merged.
+3. dates (``temporal``): relative expressions resolved from each turn's time.
+4. verification (``verify``): items checked against their cited lines; corrected or dropped.
+5. classification (``classify``): type, scores, topic key, 3–5 search questions.
+6. reconciliation (``reconcile``): topic-key supersession, or a neighbour check by
+   embedding when an embed function is given.
+7. one write transaction: turns, memories, supersessions, the ledger.
+8. vectors computed for reconciliation are stored; the rest is left to the
+   actor's background vectoriser (tasks are never vectorised).
+
+Model calls never happen inside the write transaction, and a failing model
+degrades to the rules for that chunk or decision: an ingest does not fail
+because a model did.
 """
 
-import uuid
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 
-import msgspec
-
-from raymem.models import rules
+from raymem.models.generator import Chunk, Extracted, Generator
 from raymem.models.rules import Candidate
+from raymem.pipelines import classify, extract, reconcile, temporal, verify
+from raymem.pipelines.reconcile import EmbedFn, Reconciled, new_memory_id
 from raymem.store import (
-    NewMemory,
     NewMessage,
     ProfileStore,
-    StoreWriter,
     content_hash,
     to_db_time,
     utc_now,
@@ -24,11 +38,28 @@ from raymem.store import (
 from raymem.store import message_id as make_message_id
 from raymem.types import IngestResult, MemoryCounts, MessageCounts, MessageIn
 
+__all__ = [
+    "EmbedFn",
+    "Reconciled",
+    "build_messages",
+    "consolidate_session",
+    "extract_candidates",
+    "ingest",
+    "new_memory_id",
+    "remember",
+]
 
-class Reconciled(msgspec.Struct):
-    added: list[str]
-    superseded: int
-    duplicates: int
+Timings = dict[str, float]
+
+
+@contextmanager
+def _timed(timings: Timings | None, stage: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        if timings is not None:
+            timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - start
 
 
 def build_messages(session_id: str, messages: Sequence[MessageIn]) -> list[NewMessage]:
@@ -36,6 +67,10 @@ def build_messages(session_id: str, messages: Sequence[MessageIn]) -> list[NewMe
 
     A turn without a time gets the time of the request, one microsecond apart so
     that the conversation keeps its order.
+
+    Args:
+        session_id: the session the turns belong to.
+        messages: the turns, in conversation order.
     """
     now = utc_now()
     rows = []
@@ -53,74 +88,109 @@ def build_messages(session_id: str, messages: Sequence[MessageIn]) -> list[NewMe
     return rows
 
 
-def extract(messages: Sequence[NewMessage]) -> list[Candidate]:
-    """Memories proposed from new turns by the embedded rules extractor."""
-    candidates: list[Candidate] = []
-    for message in messages:
-        candidates.extend(
-            rules.extract_from_turn(message.content, role=message.role, message_id=message.id)
-        )
-    return candidates
+def _chunk_stage(items: list[Extracted], chunk: Chunk) -> list[Extracted]:
+    """Per chunk, in the order of the design: resolve dates, then verify against the lines."""
+    return verify.verify_items(temporal.resolve_item_dates(items, chunk), chunk)
 
 
-def new_memory_id() -> str:
-    return uuid.uuid4().hex
+def _provenance(item: Extracted, chunk: Chunk) -> tuple[list[str], list[tuple[int, int]], str]:
+    """Source message ids, (first, last) sentence span in each, and the first one's date."""
+    by_index = {line.index: line for line in chunk.lines}
+    spans: dict[str, tuple[int, int]] = {}
+    first_date = ""
+    for number in sorted(set(item.lines)):
+        line = by_index[number]
+        first_date = first_date or line.date
+        low, high = spans.get(line.message_id, (line.line, line.line))
+        spans[line.message_id] = (min(low, line.line), max(high, line.line))
+    return list(spans), list(spans.values()), first_date
 
 
-async def reconcile(
-    writer: StoreWriter,
-    candidates: Sequence[Candidate],
-    *,
-    session_id: str | None,
-    memory_ids: Sequence[str] | None = None,
-) -> Reconciled:
-    """Add, skip as duplicate, or supersede each candidate, inside the caller's transaction.
-
-    The same normalised content as a current memory is a duplicate; the same
-    topic key as a current memory supersedes it, keeping the version chain.
-    """
-    by_hash = await writer.current_by_hash(content_hash(c.content) for c in candidates)
-    by_topic = await writer.current_by_topic(c.topic_key for c in candidates if c.topic_key)
-    result = Reconciled(added=[], superseded=0, duplicates=0)
-    created_at = to_db_time(utc_now())
-    for index, candidate in enumerate(candidates):
+def _merge(candidates: list[Candidate]) -> list[Candidate]:
+    """One candidate per normalised content: overlap and detail-pass repeats fold together."""
+    merged: dict[str, Candidate] = {}
+    for candidate in candidates:
         digest = content_hash(candidate.content)
-        if digest in by_hash:
-            result.duplicates += 1
+        kept = merged.get(digest)
+        if kept is None:
+            merged[digest] = candidate
             continue
-        memory = NewMemory(
-            id=memory_ids[index] if memory_ids else new_memory_id(),
-            type=candidate.type,
-            content=candidate.content,
-            topic_key=candidate.topic_key,
-            event_time=candidate.event_time,
-            importance=candidate.importance,
-            confidence=candidate.confidence,
-            session_id=session_id,
-            source_message_ids=candidate.source_message_ids,
-            source_spans=candidate.source_spans,
-            search_queries=candidate.search_queries,
-            created_at=created_at,
+        kept.importance = max(kept.importance, candidate.importance)
+        kept.confidence = max(kept.confidence, candidate.confidence)
+        for message_id, span in zip(
+            candidate.source_message_ids, candidate.source_spans, strict=True
+        ):
+            if message_id not in kept.source_message_ids:
+                kept.source_message_ids.append(message_id)
+                kept.source_spans.append(span)
+    return list(merged.values())
+
+
+async def extract_candidates(
+    messages: Sequence[NewMessage],
+    *,
+    generator: Generator | None = None,
+    timings: Timings | None = None,
+    chunk_chars: int = extract.CHUNK_CHARS,
+) -> list[Candidate]:
+    """Extraction through classification: the classified, verified candidates of new turns.
+
+    Args:
+        messages: the turns, in conversation order.
+        generator: the model backend; None for the embedded rules.
+        timings: stage name -> seconds, accumulated when given.
+        chunk_chars: target characters per chunk.
+    """
+    if not messages:
+        return []
+    with _timed(timings, "extract"):
+        chunks = extract.build_chunks(messages, max_chars=chunk_chars)
+        items = await extract.extract_chunks(
+            chunks,
+            generator,
+            detail=len(messages) >= extract.DETAIL_MIN_MESSAGES,
+            stage=_chunk_stage,
         )
-        supersedes = by_topic.get(candidate.topic_key) if candidate.topic_key else None
-        await writer.insert_memory(memory, supersedes=supersedes)
-        result.superseded += supersedes is not None
-        result.added.append(memory.id)
-        by_hash[digest] = memory.id
-        if candidate.topic_key:
-            by_topic[candidate.topic_key] = memory.id
-    return result
+    with _timed(timings, "classify"):
+        candidates = []
+        for item, chunk in items:
+            ids, spans, first_date = _provenance(item, chunk)
+            candidates.append(
+                classify.classify_item(
+                    item, source_message_ids=ids, source_spans=spans, message_date=first_date
+                )
+            )
+        return _merge(candidates)
 
 
 async def ingest(
-    store: ProfileStore, session_id: str, messages: Sequence[MessageIn]
+    store: ProfileStore,
+    session_id: str,
+    messages: Sequence[MessageIn],
+    *,
+    generator: Generator | None = None,
+    embed: EmbedFn | None = None,
+    timings: Timings | None = None,
 ) -> IngestResult:
-    """Store a conversation's turns idempotently and the memories extracted from the new ones."""
+    """Store a conversation's turns idempotently and the memories extracted from the new ones.
+
+    Args:
+        store: the profile's store.
+        session_id: the session the turns belong to.
+        messages: the turns, in conversation order.
+        generator: the model backend; None runs the embedded rules in-process.
+        embed: texts -> unit vectors, for the neighbour check of reconciliation;
+            None skips it (topic keys and exact duplicates still reconcile).
+        timings: stage name -> seconds, accumulated when given (benchmarks).
+    """
     rows = build_messages(session_id, messages)
-    async with store.write() as writer:
-        stored = await writer.insert_messages(rows)
-        reconciled = await reconcile(writer, extract(stored), session_id=session_id)
-        await writer.mark_extracted([m.id for m in stored])
+    with _timed(timings, "ids"):
+        known = await store.existing_message_ids([row.id for row in rows])
+        fresh = list({row.id: row for row in rows if row.id not in known}.values())
+    candidates = await extract_candidates(fresh, generator=generator, timings=timings)
+    reconciled, stored = await _reconcile_and_write(
+        store, rows, candidates, session_id, generator=generator, embed=embed, timings=timings
+    )
     return IngestResult(
         session_id=session_id,
         messages=MessageCounts(stored=len(stored), duplicates=len(rows) - len(stored)),
@@ -133,6 +203,47 @@ async def ingest(
     )
 
 
+async def _reconcile_and_write(
+    store: ProfileStore,
+    rows: Sequence[NewMessage],
+    candidates: list[Candidate],
+    session_id: str,
+    *,
+    generator: Generator | None,
+    embed: EmbedFn | None,
+    timings: Timings | None,
+    consolidated: Sequence[NewMessage] | None = None,
+) -> tuple[Reconciled, list[NewMessage]]:
+    """Plan outside the transaction, then write turns and memories in one transaction.
+
+    ``consolidated``: when ending a session, its already-stored turns to mark
+    extracted (and the session is ended in the same transaction).
+    """
+    with _timed(timings, "reconcile"):
+        planned = await reconcile.plan(store, candidates, embed=embed, generator=generator)
+    with _timed(timings, "write"):
+        async with store.write() as writer:
+            stored = await writer.insert_messages(rows) if rows else []
+            if rows:
+                # A concurrent ingest of the same turns stored (and extracted) them first.
+                new_ids = {m.id for m in stored}
+                keep = [i for i, c in enumerate(candidates) if set(c.source_message_ids) <= new_ids]
+                candidates = [candidates[i] for i in keep]
+                decisions = [planned.decisions[i] for i in keep]
+            else:
+                decisions = planned.decisions
+            reconciled = await reconcile.apply(
+                writer, candidates, session_id=session_id, decisions=decisions
+            )
+            extracted = stored if consolidated is None else consolidated
+            await writer.mark_extracted([m.id for m in extracted])
+            if consolidated is not None:
+                await writer.end_session(session_id)
+    with _timed(timings, "vectors"):
+        await reconcile.store_vectors(store, planned.vectors)
+    return reconciled, stored
+
+
 async def remember(
     store: ProfileStore,
     content: str,
@@ -141,34 +252,68 @@ async def remember(
     session_id: str | None = None,
     memory_type: str | None = None,
     importance: float | None = None,
+    generator: Generator | None = None,
+    embed: EmbedFn | None = None,
 ) -> tuple[str, Reconciled]:
     """Remember one statement now: classify, key, reconcile and write it.
 
-    Returns the id of the memory that now holds the content (an existing one
-    when it was a duplicate) and what reconciliation did.
+    Args:
+        store: the profile's store.
+        content: the statement.
+        memory_id: the id it gets when added (a retried call reuses it).
+        session_id: the session it belongs to, if any.
+        memory_type: force a type; None classifies it.
+        importance: force an importance; None scores it.
+        generator: decides add / duplicate / supersede above the similarity gate.
+        embed: texts -> unit vectors for the neighbour check; None skips it.
+
+    Returns:
+        The id of the memory that now holds the content (an existing one when it
+        was a duplicate) and what reconciliation did.
     """
-    classified_type, classified_importance = rules.classify(content)
-    final_type = memory_type or classified_type
-    key = rules.topic_key_for(content, final_type)
-    candidate = Candidate(
-        type=final_type,
-        content=content.strip(),
-        topic_key=key,
-        importance=classified_importance if importance is None else importance,
+    text = content.strip()
+    item = Extracted(
+        content=text,
+        type=memory_type,  # type: ignore[arg-type]
+        importance=importance,
         confidence=1.0,  # stated directly, not inferred
-        search_queries=rules.search_questions(content, final_type, key),
     )
+    today = utc_now().date()
+    if memory_type in (None, "event"):
+        resolved = temporal.resolve_event_date(text, today)
+        item.event_time = resolved.isoformat() if resolved else None
+    candidate = classify.classify_item(
+        item, source_message_ids=[], source_spans=[], message_date=today.isoformat()
+    )
+    planned = await reconcile.plan(store, [candidate], embed=embed, generator=generator)
     async with store.write() as writer:
-        existing = await writer.current_by_hash([content_hash(candidate.content)])
-        reconciled = await reconcile(
-            writer, [candidate], session_id=session_id, memory_ids=[memory_id]
+        reconciled = await reconcile.apply(
+            writer,
+            [candidate],
+            session_id=session_id,
+            decisions=planned.decisions,
+            memory_ids=[memory_id],
         )
-    held_by = reconciled.added[0] if reconciled.added else next(iter(existing.values()))
+    await reconcile.store_vectors(store, planned.vectors)
+    held_by = reconciled.added[0] if reconciled.added else reconciled.duplicate_of[0]
     return held_by, reconciled
 
 
-async def consolidate_session(store: ProfileStore, session_id: str) -> Reconciled:
-    """End a session: extract memories from its turns that were appended but not yet extracted."""
+async def consolidate_session(
+    store: ProfileStore,
+    session_id: str,
+    *,
+    generator: Generator | None = None,
+    embed: EmbedFn | None = None,
+) -> Reconciled:
+    """End a session: extract memories from its turns that were appended but not yet extracted.
+
+    Args:
+        store: the profile's store.
+        session_id: the session to end.
+        generator: the model backend; None runs the embedded rules.
+        embed: texts -> unit vectors for the neighbour check; None skips it.
+    """
     pending = await store.session_messages(session_id, unextracted_only=True)
     turns = [
         NewMessage(
@@ -180,8 +325,15 @@ async def consolidate_session(store: ProfileStore, session_id: str) -> Reconcile
         )
         for _, m in pending
     ]
-    async with store.write() as writer:
-        reconciled = await reconcile(writer, extract(turns), session_id=session_id)
-        await writer.mark_extracted([m.id for m in turns])
-        await writer.end_session(session_id)
+    candidates = await extract_candidates(turns, generator=generator)
+    reconciled, _ = await _reconcile_and_write(
+        store,
+        [],
+        candidates,
+        session_id,
+        generator=generator,
+        embed=embed,
+        timings=None,
+        consolidated=turns,
+    )
     return reconciled

@@ -5,9 +5,11 @@ answers every request with a 422.
 """
 
 import collections
+import contextlib
 import logging
+import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from fastapi import FastAPI, Query, Request, Response
@@ -19,7 +21,12 @@ from ray.serve.handle import DeploymentHandle
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from raymem import __version__
-from raymem.actors.pools import EmbedderPool, embedder_options
+from raymem.actors.pools import (
+    EmbedderPool,
+    GeneratorPool,
+    embedder_options,
+    generator_options,
+)
 from raymem.actors.registry import ProfileRouter
 from raymem.config import Settings
 from raymem.errors import InvalidRequest, TooManyRequests
@@ -50,6 +57,8 @@ from raymem.types import (
 )
 
 log = logging.getLogger(__name__)
+
+CURSOR = re.compile(r"[0-9]{1,18}")  # a memory seq, as next_cursor gives it
 
 SCHEMA_TYPES: list[type] = [
     AppendRequest,
@@ -87,6 +96,10 @@ def _openapi() -> dict[str, Any]:
         schema.setdefault("components", {}).setdefault("schemas", {}).update(
             http.schema_components(SCHEMA_TYPES)
         )
+        for operations in schema["paths"].values():
+            for operation in operations.values():
+                # Validation errors are answered 400 with our error body, never FastAPI's 422.
+                operation.get("responses", {}).pop("422", None)
         schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         schema["security"] = [{"bearer": []}]
         app.openapi_schema = schema
@@ -117,10 +130,10 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> Response
     return http.error_response(exc.status_code, code, message)
 
 
-def _write(kind: type, status: int = 200, description: str = "") -> dict[str, Any]:
+def _write(body: type, result: type, status: int = 200, description: str = "") -> dict[str, Any]:
     return {
-        "openapi_extra": http.body_schema(kind, description),
-        "responses": http.response_schema(kind, status),
+        "openapi_extra": http.body_schema(body, description),
+        "responses": http.response_schema(result, status),
     }
 
 
@@ -135,7 +148,12 @@ async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[by
 class Ingress:
     """Authenticates, validates and routes each request to its profile actor."""
 
-    def __init__(self, settings: Settings, embedder: DeploymentHandle) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        embedder: DeploymentHandle,
+        generator: DeploymentHandle | None = None,
+    ) -> None:
         logging.basicConfig(level=logging.INFO)
         self.settings = settings
         self.limits = settings.limits
@@ -158,6 +176,18 @@ class Ingress:
     async def _body(self, request: Request, kind: type) -> Any:
         return http.decode(await http.read_body(request, self.limits.max_body_bytes), kind)
 
+    @contextlib.contextmanager
+    def _slot(self, principal: Principal) -> Iterator[None]:
+        """Cap the requests in flight per API key: beyond it, 429 with Retry-After."""
+        cap = self.settings.server.max_concurrent_per_key
+        if self._inflight[principal.key_id] >= cap:
+            raise TooManyRequests(f"More than {cap} concurrent requests for this key")
+        self._inflight[principal.key_id] += 1
+        try:
+            yield
+        finally:
+            self._inflight[principal.key_id] -= 1
+
     async def _call(
         self,
         principal: Principal,
@@ -167,18 +197,11 @@ class Ingress:
         create: bool = False,
         **kwargs: Any,
     ) -> Any:
-        """Call the profile actor, capping the requests in flight per API key."""
-        if self._inflight[principal.key_id] >= self.settings.server.max_concurrent_per_key:
-            raise TooManyRequests(
-                f"More than {self.settings.server.max_concurrent_per_key} concurrent requests for this key"
-            )
-        self._inflight[principal.key_id] += 1
-        try:
+        """Call the profile actor within the caller's concurrency cap."""
+        with self._slot(principal):
             return await self.router.call(
                 principal.tenant, profile, method, *args, create=create, **kwargs
             )
-        finally:
-            self._inflight[principal.key_id] -= 1
 
     # ----------------------------------------------------------------- routes
 
@@ -189,7 +212,9 @@ class Ingress:
     @app.post(
         "/v1/profiles/{profile}/ingest",
         tags=["memories"],
-        **_write(IngestRequest, 200, "A conversation to store and extract memories from"),
+        **_write(
+            IngestRequest, IngestResult, 200, "A conversation to store and extract memories from"
+        ),
     )
     async def ingest(self, profile: str, request: Request) -> Response:
         principal, name = self._profile(request, profile, write=True)
@@ -201,7 +226,7 @@ class Ingress:
         "/v1/profiles/{profile}/memories",
         status_code=201,
         tags=["memories"],
-        **_write(RememberRequest, 201, "One thing to remember now"),
+        **_write(RememberRequest, MemoryWithHistory, 201, "One thing to remember now"),
     )
     async def remember(self, profile: str, request: Request) -> Response:
         principal, name = self._profile(request, profile, write=True)
@@ -214,7 +239,7 @@ class Ingress:
     @app.post(
         "/v1/profiles/{profile}/recall",
         tags=["memories"],
-        **_write(RecallRequest, 200, "A question"),
+        **_write(RecallRequest, RecallResult, 200, "A question"),
     )
     async def recall(self, profile: str, request: Request) -> Response:
         principal, name = self._profile(request, profile, write=False)
@@ -241,7 +266,7 @@ class Ingress:
         http.check_limit(limit, self.limits)
         if session_id is not None:
             http.validate_name(session_id, "session")
-        if cursor is not None and not cursor.isdigit():
+        if cursor is not None and not CURSOR.fullmatch(cursor):
             raise InvalidRequest(
                 f"Invalid cursor {cursor[:40]!r}: pass the next_cursor of a previous page"
             )
@@ -266,7 +291,12 @@ class Ingress:
         principal, name = self._profile(request, profile, write=False)
         return http.json_response(await self._call(principal, name, "get_memory", memory_id))
 
-    @app.delete("/v1/profiles/{profile}/memories/{memory_id}", status_code=204, tags=["memories"])
+    @app.delete(
+        "/v1/profiles/{profile}/memories/{memory_id}",
+        status_code=204,
+        tags=["memories"],
+        responses=http.deleted_responses(),
+    )
     async def forget(self, profile: str, memory_id: str, request: Request) -> Response:
         principal, name = self._profile(request, profile, write=True)
         await self._call(principal, name, "forget", memory_id)
@@ -296,23 +326,30 @@ class Ingress:
                 conn.close()
         return infos
 
-    @app.delete("/v1/profiles/{profile}", status_code=204, tags=["profiles"])
+    @app.delete(
+        "/v1/profiles/{profile}",
+        status_code=204,
+        tags=["profiles"],
+        responses=http.deleted_responses(),
+    )
     async def delete_profile(self, profile: str, request: Request) -> Response:
         principal, name = self._profile(request, profile, write=True)
-        await self.router.delete(principal.tenant, name)
+        with self._slot(principal):
+            await self.router.delete(principal.tenant, name)
         return Response(status_code=204)
 
     @app.post(
         "/v1/profiles/{profile}/sessions/{session_id}/messages",
         status_code=201,
         tags=["sessions"],
-        **_write(AppendRequest, 201, "One turn"),
+        **_write(AppendRequest, StoredMessage, 201, "One turn"),
     )
     async def append_message(self, profile: str, session_id: str, request: Request) -> Response:
         principal, name = self._profile(request, profile, write=True)
         http.validate_name(session_id, "session")
         body: AppendRequest = await self._body(request, AppendRequest)
         http.check_content(body.content, self.limits)
+        http.check_time(body.created_at, "$.created_at")
         result = await self._call(principal, name, "append_message", session_id, body, create=True)
         return http.json_response(result, 201)
 
@@ -373,12 +410,18 @@ class Ingress:
         principal, name = self._profile(request, profile, write=True)
         return http.json_response(await self._call(principal, name, "snapshot"))
 
-    @app.get("/v1/profiles/{profile}/export", tags=["durability"], response_class=StreamingResponse)
+    @app.get(
+        "/v1/profiles/{profile}/export",
+        tags=["durability"],
+        response_class=StreamingResponse,
+        responses=http.export_responses(),
+    )
     async def export(self, profile: str, request: Request) -> Response:
         """The whole profile as JSON Lines: header, sessions, messages, memories with chains."""
         principal, name = self._profile(request, profile, write=False)
-        chunks = self.router.stream(principal.tenant, name, "export_chunks")
-        first = await anext(chunks)  # errors (unknown profile) surface before the 200
+        with self._slot(principal):
+            chunks = self.router.stream(principal.tenant, name, "export_chunks")
+            first = await anext(chunks)  # errors (unknown profile) surface before the 200
         return StreamingResponse(
             _prepend(first, chunks),
             media_type="application/x-ndjson",
@@ -389,6 +432,7 @@ class Ingress:
         "/v1/profiles/{profile}/import",
         tags=["durability"],
         responses=http.response_schema(ImportResult),
+        openapi_extra=http.archive_body(),
     )
     async def import_profile(self, profile: str, request: Request) -> Response:
         """Load an archive (JSON Lines, gzipped or not) into a new or empty profile."""
@@ -403,8 +447,14 @@ class Ingress:
 
 def build_app(settings: Settings) -> Any:
     """The Serve application graph: the ingress and the embedder pool."""
-    embedder = EmbedderPool.options(**embedder_options(settings.models)).bind(settings.models)
-    return Ingress.options(num_replicas=settings.server.ingress_replicas).bind(settings, embedder)
+    models = settings.models
+    embedder = EmbedderPool.options(**embedder_options(models)).bind(models)
+    # A model generator runs in its own pool; the rules and OpenAI backends need none.
+    generator = None
+    if models.generator == "transformers":
+        generator = GeneratorPool.options(**generator_options(models)).bind(models)
+    ingress = Ingress.options(num_replicas=settings.server.ingress_replicas)
+    return ingress.bind(settings, embedder, generator)
 
 
 def app_builder(args: dict[str, str]) -> Any:

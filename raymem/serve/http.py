@@ -2,6 +2,7 @@
 
 import logging
 import re
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import msgspec
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 NAME = re.compile(NAME_PATTERN)
 JSON = "application/json"
+MIN_YEAR, MAX_YEAR = 2, 9998  # a year of margin each way: "last week" must stay a valid date
 
 _decoders: dict[type, msgspec.json.Decoder[Any]] = {}
 
@@ -43,6 +45,8 @@ def response_for(exc: BaseException) -> Response:
     cause = exc.cause if isinstance(exc, RayTaskError) and exc.cause is not None else exc
     if isinstance(cause, RaymemError):
         headers = {"Retry-After": "1"} if cause.status in (429, 503) else None
+        if cause.status == 401:
+            headers = {"WWW-Authenticate": "Bearer"}
         return error_response(cause.status, cause.code, str(cause), headers)
     if isinstance(cause, RayActorError):
         log.warning("profile actor unavailable: %s", cause)
@@ -94,6 +98,20 @@ def decode(body: bytes, kind: type[T]) -> T:
         raise InvalidRequest(f"Malformed JSON: {exc}") from None
 
 
+def check_time(moment: datetime | None, path: str) -> None:
+    """Message times must be representable in UTC with room for date arithmetic."""
+    if moment is None:
+        return
+    try:
+        utc = moment.astimezone(UTC) if moment.tzinfo else moment
+    except OverflowError:
+        utc = None
+    if utc is None or not MIN_YEAR <= utc.year <= MAX_YEAR:
+        raise InvalidRequest(
+            f"Time {moment.isoformat()} is out of range ({MIN_YEAR}-{MAX_YEAR}) - at `{path}`"
+        )
+
+
 def check_ingest_limits(body: IngestRequest, limits: LimitSettings) -> None:
     if len(body.messages) > limits.max_messages_per_ingest:
         raise PayloadTooLarge(
@@ -104,6 +122,7 @@ def check_ingest_limits(body: IngestRequest, limits: LimitSettings) -> None:
         raise InvalidRequest("Invalid request body: `messages` must not be empty - at `$.messages`")
     for index, message in enumerate(body.messages):
         check_content(message.content, limits, f"$.messages[{index}].content")
+        check_time(message.created_at, f"$.messages[{index}].created_at")
 
 
 def check_content(content: str, limits: LimitSettings, path: str = "$.content") -> None:
@@ -149,10 +168,40 @@ def response_schema(kind: type, status: int = 200) -> dict[int | str, dict[str, 
             "description": kind.__name__,
             "content": {JSON: {"schema": {"$ref": f"#/components/schemas/{kind.__name__}"}}},
         },
+        **_client_errors(),
+    }
+
+
+def deleted_responses() -> dict[int | str, dict[str, Any]]:
+    return {204: {"description": "Deleted"}, **_client_errors()}
+
+
+def _client_errors() -> dict[str, dict[str, Any]]:
+    return {
         "4XX": {
             "description": "Client error",
             "content": {JSON: {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
-        },
+        }
+    }
+
+
+NDJSON = {"application/x-ndjson": {"schema": {"type": "string", "format": "binary"}}}
+
+
+def export_responses() -> dict[int | str, dict[str, Any]]:
+    return {
+        200: {"description": "The profile as JSON Lines", "content": NDJSON},
+        **_client_errors(),
+    }
+
+
+def archive_body() -> dict[str, Any]:
+    return {
+        "requestBody": {
+            "required": True,
+            "description": "An archive from GET …/export (gzip allowed)",
+            "content": NDJSON,
+        }
     }
 
 

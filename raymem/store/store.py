@@ -116,6 +116,16 @@ def _message_from_row(row: Sequence[Any]) -> StoredMessage:
     )
 
 
+async def _rows(conn: aiosqlite.Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    """Run a query and fetch every row in one step on the connection's thread.
+
+    A statement left open across an ``await`` would pin the connection's read
+    snapshot while other coroutines use it, so that a reader misses writes
+    committed since; fetching in one step finishes the statement at once.
+    """
+    return list(await conn.execute_fetchall(sql, params))
+
+
 def _placeholders(count: int) -> str:
     return ",".join("?" * count)
 
@@ -167,10 +177,8 @@ class StoreWriter:
         found: set[str] = set()
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
-            async with self._conn.execute(
-                f"SELECT id FROM messages WHERE id IN ({_placeholders(len(chunk))})", chunk
-            ) as cursor:
-                found.update(row[0] for row in await cursor.fetchall())
+            sql = f"SELECT id FROM messages WHERE id IN ({_placeholders(len(chunk))})"
+            found.update(row[0] for row in await _rows(self._conn, sql, chunk))
         return found
 
     async def mark_extracted(self, message_ids: Sequence[str], *, log: bool = True) -> None:
@@ -187,24 +195,22 @@ class StoreWriter:
         hashes = list(set(hashes))
         if not hashes:
             return {}
-        async with self._conn.execute(
+        sql = (
             f"SELECT content_hash, id FROM memories WHERE content_hash IN"
-            f" ({_placeholders(len(hashes))}) AND superseded_by IS NULL AND forgotten_at IS NULL",
-            hashes,
-        ) as cursor:
-            return {row[0]: row[1] async for row in cursor}
+            f" ({_placeholders(len(hashes))}) AND superseded_by IS NULL AND forgotten_at IS NULL"
+        )
+        return {row[0]: row[1] for row in await _rows(self._conn, sql, hashes)}
 
     async def current_by_topic(self, topic_keys: Iterable[str]) -> dict[str, str]:
         """The head of each topic key's version chain: topic_key -> id."""
         keys = list(set(topic_keys))
         if not keys:
             return {}
-        async with self._conn.execute(
+        sql = (
             f"SELECT topic_key, id FROM memories WHERE topic_key IN ({_placeholders(len(keys))})"
-            " AND superseded_by IS NULL AND forgotten_at IS NULL ORDER BY seq",
-            keys,
-        ) as cursor:
-            return {row[0]: row[1] async for row in cursor}
+            " AND superseded_by IS NULL AND forgotten_at IS NULL ORDER BY seq"
+        )
+        return {row[0]: row[1] for row in await _rows(self._conn, sql, keys)}
 
     async def insert_memory(self, memory: NewMemory, supersedes: str | None = None) -> None:
         """Insert one memory; when it supersedes another, link the old head to it."""
@@ -239,13 +245,12 @@ class StoreWriter:
 
     async def forget(self, memory_id: str) -> bool:
         """Mark a memory forgotten; False when it is unknown."""
-        async with self._conn.execute(
-            "SELECT forgotten_at FROM memories WHERE id = ?", (memory_id,)
-        ) as cursor:
-            row = await cursor.fetchone()
-        if row is None:
+        rows = await _rows(
+            self._conn, "SELECT forgotten_at FROM memories WHERE id = ?", (memory_id,)
+        )
+        if not rows:
             return False
-        if row[0] is None:
+        if rows[0][0] is None:
             at = to_db_time(utc_now())
             await self._conn.execute(
                 "UPDATE memories SET forgotten_at = ? WHERE id = ?", (at, memory_id)
@@ -332,12 +337,11 @@ class StoreWriter:
         if source == "memories":
             # A memory superseded or forgotten while it was being embedded gets no vector.
             seqs = [seq for seq, _ in rows]
-            async with self._conn.execute(
+            sql = (
                 f"SELECT seq FROM memories WHERE seq IN ({_placeholders(len(seqs))})"
-                " AND superseded_by IS NULL AND forgotten_at IS NULL",
-                seqs,
-            ) as cursor:
-                live = {row[0] async for row in cursor}
+                " AND superseded_by IS NULL AND forgotten_at IS NULL"
+            )
+            live = {row[0] for row in await _rows(self._conn, sql, seqs)}
             rows = [(seq, vec) for seq, vec in rows if seq in live]
         await self._conn.executemany(
             f"INSERT OR REPLACE INTO {table} (rowid, embedding) VALUES (?, ?)",
@@ -351,12 +355,11 @@ class StoreWriter:
 
     async def is_empty(self) -> bool:
         """True when the profile holds no session, message, memory or ledger entry."""
-        async with self._conn.execute(
+        sql = (
             "SELECT EXISTS (SELECT 1 FROM sessions) OR EXISTS (SELECT 1 FROM messages)"
             " OR EXISTS (SELECT 1 FROM memories) OR EXISTS (SELECT 1 FROM ledger)"
-        ) as cursor:
-            row = await cursor.fetchone()
-        return not row[0]
+        )
+        return not (await _rows(self._conn, sql))[0][0]
 
     async def restore_rows(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
         """Insert whole rows as exported (archive import, ledger replay); known ids are skipped.
@@ -403,9 +406,8 @@ class StoreWriter:
         Raises:
             ValueError: an op this version cannot replay.
         """
-        async with self._conn.execute("SELECT coalesce(max(seq), 0) FROM ledger") as cursor:
-            if seq <= (await cursor.fetchone())[0]:
-                return False
+        if seq <= (await _rows(self._conn, "SELECT coalesce(max(seq), 0) FROM ledger"))[0][0]:
+            return False
         data = json.loads(payload)
         if op == "messages":
             await self._replay_messages(data, at)
@@ -482,8 +484,7 @@ class ProfileStore:
         writer = await open_connection(path)
         try:
             await cls._migrate(writer, dim=dim, embedder=embedder)
-            async with writer.execute("SELECT value FROM meta WHERE key = 'dim'") as cursor:
-                row = await cursor.fetchone()
+            row = next(iter(await _rows(writer, "SELECT value FROM meta WHERE key = 'dim'")), None)
             stored_dim = int(row[0])
             if stored_dim != dim:
                 raise ValueError(
@@ -497,8 +498,7 @@ class ProfileStore:
 
     @staticmethod
     async def _migrate(conn: aiosqlite.Connection, *, dim: int, embedder: str) -> None:
-        async with conn.execute("PRAGMA user_version") as cursor:
-            version = (await cursor.fetchone())[0]
+        version = (await _rows(conn, "PRAGMA user_version"))[0][0]
         if version == 0:
             schema = resources.files("raymem.store").joinpath("schema.sql").read_text()
             script = schema.replace("{dim}", str(int(dim)))
@@ -538,8 +538,7 @@ class ProfileStore:
     # ------------------------------------------------------------------ reads
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        async with self._reader.execute(sql, params) as cursor:
-            return list(await cursor.fetchall())
+        return await _rows(self._reader, sql, params)
 
     async def existing_message_ids(self, ids: Sequence[str]) -> set[str]:
         return await StoreWriter(self._reader).existing_message_ids(ids)

@@ -1,0 +1,177 @@
+"""Ingest throughput and extraction coverage on LoCoMo, with the embedded default generator.
+
+Three measurements, each on fresh real SQLite stores:
+
+1. raw turns stored: ``StoreWriter.insert_messages`` per session (messages/s);
+2. the pipeline (``raymem.pipelines.ingest.ingest``) with the real embedder as the
+   reconciliation embed function, then what the actor's background vectoriser
+   does: memories/s extracted *and* embedded, time split by stage;
+3. extraction coverage: the share of LoCoMo QA evidence turns (``qa[].evidence``)
+   from which at least one memory was extracted.
+
+    python benchmarks/ingest.py ../shared/data/locomo10.json [--limit-conversations 10]
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def session_time(text: str) -> datetime:
+    """LoCoMo's "1:56 pm on 8 May, 2023" as a datetime."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
+
+
+def sessions(conversation: dict[str, Any]) -> list[tuple[str, datetime, list[dict[str, Any]]]]:
+    out = []
+    number = 1
+    while f"session_{number}" in conversation:
+        key = f"session_{number}"
+        out.append((key, session_time(conversation[f"{key}_date_time"]), conversation[key]))
+        number += 1
+    return out
+
+
+def turn_text(turn: dict[str, Any]) -> str:
+    """The speaker's name inside the turn (both speakers are people: both are ``user``)."""
+    text = f"{turn['speaker']}: {turn['text']}"
+    if turn.get("blip_caption"):
+        text += f" [shares a photo: {turn['blip_caption']}]"
+    return text
+
+
+async def run(path: Path, limit: int, threads: int) -> dict[str, Any]:
+    from raymem.models.embedder import SentenceTransformerEmbedder
+    from raymem.pipelines import ingest
+    from raymem.store import ProfileStore, message_id
+    from raymem.types import MessageIn
+
+    data = json.loads(path.read_text())[:limit]
+    timings: dict[str, float] = {}
+    embedder = SentenceTransformerEmbedder(threads=threads)
+    embedder.embed(["warm up"])
+
+    async def embed(texts: list[str]) -> Any:
+        start = time.perf_counter()
+        try:
+            return await asyncio.to_thread(embedder.embed, texts)
+        finally:  # the model's share of the reconcile stage
+            timings["embed (within reconcile)"] = (
+                timings.get("embed (within reconcile)", 0.0) + time.perf_counter() - start
+            )
+
+    workdir = Path(tempfile.mkdtemp(prefix="raymem-ingest-bench-"))
+    totals = {"messages": 0, "memories": 0, "raw_s": 0.0, "pipeline_s": 0.0, "vectorise_s": 0.0}
+    evidence_total = evidence_covered = 0
+    try:
+        for index, sample in enumerate(data):
+            conversation = sample["conversation"]
+            batches = []
+            dia_of: dict[str, str] = {}
+            for key, started, turns in sessions(conversation):
+                messages = [
+                    MessageIn(role="user", content=turn_text(t), created_at=started) for t in turns
+                ]
+                for turn, message in zip(turns, messages, strict=True):
+                    dia_of[turn["dia_id"]] = message_id(key, "user", message.content)
+                batches.append((key, messages))
+            # 1. raw turns only
+            raw = await ProfileStore.open(workdir / f"raw{index}.db", dim=embedder.dim)
+            start = time.perf_counter()
+            for key, messages in batches:
+                async with raw.write() as writer:
+                    await writer.insert_messages(ingest.build_messages(key, messages))
+            totals["raw_s"] += time.perf_counter() - start
+            await raw.close()
+            # 2. the pipeline, then the background vectoriser's share
+            store = await ProfileStore.open(workdir / f"p{index}.db", dim=embedder.dim)
+            start = time.perf_counter()
+            for key, messages in batches:
+                result = await ingest.ingest(store, key, messages, embed=embed, timings=timings)
+                totals["messages"] += result.messages.stored
+                totals["memories"] += result.memories.added
+            totals["pipeline_s"] += time.perf_counter() - start
+            start = time.perf_counter()
+            while pending := await store.pending_vectors("memory_vectors", limit=256):
+                vectors = await embed([text for _, text in pending])
+                async with store.write() as writer:
+                    await writer.set_vectors(
+                        "memory_vectors", [(seq, vectors[i]) for i, (seq, _) in enumerate(pending)]
+                    )
+            totals["vectorise_s"] += time.perf_counter() - start
+            timings["vectorise_rest"] = totals["vectorise_s"]
+            # 3. coverage of QA evidence turns
+            memories, _ = await store.list_memories(include_superseded=True, limit=1_000_000)
+            sourced = {i for m in memories for i in m.source_message_ids}
+            for qa in sample["qa"]:
+                for dia in qa.get("evidence", []):
+                    if dia in dia_of:
+                        evidence_total += 1
+                        evidence_covered += dia_of[dia] in sourced
+            await store.close()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    work_s = totals["pipeline_s"] + totals["vectorise_s"]
+    return {
+        "conversations": len(data),
+        "messages": totals["messages"],
+        "memories": totals["memories"],
+        "raw_messages_per_s": totals["messages"] / totals["raw_s"],
+        "pipeline_messages_per_s": totals["messages"] / work_s,
+        "memories_per_s_extracted_and_embedded": totals["memories"] / work_s,
+        "stage_s": {k: round(v, 3) for k, v in timings.items()},
+        "total_s": round(work_s, 3),
+        "evidence_turns": evidence_total,
+        "evidence_coverage": evidence_covered / max(1, evidence_total),
+        "embedder_threads": threads,
+        "cpus": os.cpu_count(),
+    }
+
+
+def print_table(result: dict[str, Any]) -> None:
+    rows = [
+        ("raw messages stored / s", f"{result['raw_messages_per_s']:,.0f}", ">= 2,000"),
+        ("pipeline messages / s", f"{result['pipeline_messages_per_s']:,.0f}", ""),
+        (
+            "memories extracted+embedded / s",
+            f"{result['memories_per_s_extracted_and_embedded']:,.0f}",
+            ">= 300",
+        ),
+        ("evidence-turn coverage", f"{result['evidence_coverage']:.1%}", ""),
+        ("messages / memories", f"{result['messages']:,} / {result['memories']:,}", ""),
+    ]
+    print(f"\n{'metric':<34} {'value':>14}  target")
+    for name, value, target in rows:
+        print(f"{name:<34} {value:>14}  {target}")
+    total = result["total_s"]
+    print(f"\n{'stage':<34} {'seconds':>14}  share")
+    for stage, seconds in result["stage_s"].items():
+        print(f"{stage:<34} {seconds:>14.2f}  {seconds / total:.0%}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("locomo", type=Path, help="path to locomo10.json")
+    parser.add_argument("--limit-conversations", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads for the embedder")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    result = asyncio.run(run(args.locomo, args.limit_conversations, args.threads))
+    print_table(result)
+    RESULTS_DIR.mkdir(exist_ok=True)
+    out = RESULTS_DIR / f"ingest-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps(result, indent=2))
+    print(f"\nsaved {out}")
+
+
+if __name__ == "__main__":
+    main()

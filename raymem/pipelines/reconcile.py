@@ -1,0 +1,205 @@
+"""Reconciliation: add, skip as duplicate, or supersede each candidate against the store.
+
+Two steps. ``plan`` runs before the write transaction (it may embed texts and
+ask a model, which must not hold the write lock): candidates with a topic key
+that already has a head are left to the key; every other candidate is compared
+with its 5 nearest stored memories by embedding, and only when the nearest is
+at least 0.55 cosine-similar does the generator decide add / duplicate /
+supersede. ``apply`` runs inside the transaction: the same normalised content
+as a current memory is a duplicate, the same topic key supersedes the head
+(the chain is kept), and otherwise the plan's decision holds.
+"""
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+
+import msgspec
+import numpy as np
+
+from raymem.models.generator import Decision, Generator, Neighbour, decide_by_rules
+from raymem.models.rules import Candidate
+from raymem.store import NewMemory, ProfileStore, StoreWriter, content_hash, to_db_time, utc_now
+
+log = logging.getLogger(__name__)
+
+EmbedFn = Callable[[list[str]], Awaitable[np.ndarray]]
+SIMILARITY_GATE = 0.55  # below this cosine to every neighbour: add without a model call
+NEIGHBOURS = 5
+
+
+class Reconciled(msgspec.Struct):
+    """What reconciliation did: new ids, and how many superseded or duplicated a memory."""
+
+    added: list[str]
+    superseded: int
+    duplicates: int
+    duplicate_of: list[str] = []  # the existing memory each duplicate matched, in order
+
+
+class Plan(msgspec.Struct):
+    """The pre-transaction decisions for a batch and the vectors computed on the way."""
+
+    decisions: list[Decision | None]  # None: no neighbour check (topic key, task, no embedder)
+    vectors: dict[str, np.ndarray]  # embedding text -> unit vector
+    model_calls: int = 0
+
+
+def new_memory_id() -> str:
+    return uuid.uuid4().hex
+
+
+def embedding_text(candidate: Candidate) -> str:
+    """What the vectoriser embeds for a memory: its search questions, then its content.
+
+    Identical to the text ``ProfileStore.pending_vectors`` yields for the stored
+    row, so a vector computed here can be stored for it without embedding twice.
+    """
+    return ("\n".join(candidate.search_queries) + "\n" + candidate.content).strip()
+
+
+async def _neighbours(store: ProfileStore, vector: np.ndarray) -> list[Neighbour]:
+    hits = await store.search_vectors("memory_vectors", vector, limit=NEIGHBOURS)
+    memories = await store.memories_by_seq([seq for seq, _ in hits])
+    out = []
+    for seq, distance in hits:
+        memory = memories.get(seq)
+        if memory is None or memory.superseded_by or memory.forgotten_at:
+            continue  # a vector deleted after the search started
+        out.append(
+            Neighbour(
+                id=memory.id,
+                content=memory.content,
+                similarity=1.0 - float(distance),
+                topic_key=memory.topic_key,
+            )
+        )
+    return out
+
+
+async def _decide(generator: Generator | None, content: str, near: list[Neighbour]) -> Decision:
+    if generator is None:
+        return decide_by_rules(content, near)
+    try:
+        return await generator.decide(content, near)
+    except Exception as exc:  # a malformed answer or a dead endpoint: decide by rules
+        log.warning("generator %s could not decide, using rules: %s", generator.name, exc)
+        return decide_by_rules(content, near)
+
+
+async def plan(
+    store: ProfileStore,
+    candidates: Sequence[Candidate],
+    *,
+    embed: EmbedFn | None,
+    generator: Generator | None = None,
+    gate: float = SIMILARITY_GATE,
+) -> Plan:
+    """Compare candidates with their nearest stored memories, before the write transaction.
+
+    Args:
+        store: the profile's store (read connection only).
+        candidates: classified candidates.
+        embed: texts -> unit vectors; None skips the neighbour check entirely.
+        generator: decides above the gate; None decides by rules.
+        gate: the cosine similarity below which a candidate is added without a decision.
+    """
+    result = Plan(decisions=[None] * len(candidates), vectors={})
+    if embed is None or not candidates:
+        return result
+    keyed = [c.topic_key for c in candidates if c.topic_key]
+    headed = set()
+    if keyed:
+        heads = await store.memories_by_seq(await store.current_by_topic(keyed))
+        headed = {m.topic_key for m in heads.values()}
+    checked = [
+        i for i, c in enumerate(candidates) if c.type != "task" and c.topic_key not in headed
+    ]
+    texts = list(dict.fromkeys(embedding_text(candidates[i]) for i in checked))
+    if not texts:
+        return result
+    vectors = await embed(texts)
+    result.vectors = dict(zip(texts, vectors, strict=True))
+    for index in checked:
+        near = await _neighbours(store, result.vectors[embedding_text(candidates[index])])
+        if not near or near[0].similarity < gate:
+            result.decisions[index] = Decision(action="add")
+            continue
+        result.decisions[index] = await _decide(generator, candidates[index].content, near)
+        result.model_calls += 1
+    return result
+
+
+async def apply(
+    writer: StoreWriter,
+    candidates: Sequence[Candidate],
+    *,
+    session_id: str | None,
+    decisions: Sequence[Decision | None] | None = None,
+    memory_ids: Sequence[str] | None = None,
+) -> Reconciled:
+    """Add, skip or supersede each candidate inside the caller's transaction.
+
+    Args:
+        writer: the open transaction.
+        candidates: classified candidates, in order.
+        session_id: the session they came from.
+        decisions: ``plan``'s decisions, aligned with ``candidates``.
+        memory_ids: ids to give added memories (``remember`` retries reuse them).
+    """
+    by_hash = await writer.current_by_hash(content_hash(c.content) for c in candidates)
+    by_topic = await writer.current_by_topic(c.topic_key for c in candidates if c.topic_key)
+    result = Reconciled(added=[], superseded=0, duplicates=0, duplicate_of=[])
+    created_at = to_db_time(utc_now())
+    for index, candidate in enumerate(candidates):
+        digest = content_hash(candidate.content)
+        decision = decisions[index] if decisions else None
+        if digest in by_hash:
+            result.duplicates += 1
+            result.duplicate_of.append(by_hash[digest])
+            continue
+        supersedes = by_topic.get(candidate.topic_key) if candidate.topic_key else None
+        if supersedes is None and decision is not None and decision.target is not None:
+            if decision.action == "duplicate":
+                result.duplicates += 1
+                result.duplicate_of.append(decision.target)
+                continue
+            if decision.action == "supersede":
+                supersedes = decision.target
+        memory = NewMemory(
+            id=memory_ids[index] if memory_ids else new_memory_id(),
+            type=candidate.type,
+            content=candidate.content,
+            topic_key=candidate.topic_key,
+            event_time=candidate.event_time,
+            importance=candidate.importance,
+            confidence=candidate.confidence,
+            session_id=session_id,
+            source_message_ids=candidate.source_message_ids,
+            source_spans=candidate.source_spans,
+            search_queries=candidate.search_queries,
+            created_at=created_at,
+        )
+        await writer.insert_memory(memory, supersedes=supersedes)
+        result.superseded += supersedes is not None
+        result.added.append(memory.id)
+        by_hash[digest] = memory.id
+        if candidate.topic_key:
+            by_topic[candidate.topic_key] = memory.id
+    return result
+
+
+async def store_vectors(store: ProfileStore, vectors: dict[str, np.ndarray]) -> int:
+    """Store the vectors ``plan`` computed for memories now waiting to be vectorised.
+
+    Pending rows are matched by their embedding text; rows with no vector here
+    stay pending for the background vectoriser. Returns how many were stored.
+    """
+    if not vectors:
+        return 0
+    pending = await store.pending_vectors("memory_vectors", limit=len(vectors) + 256)
+    rows = [(seq, vectors[text]) for seq, text in pending if text in vectors]
+    if rows:
+        async with store.write() as writer:
+            await writer.set_vectors("memory_vectors", rows)
+    return len(rows)
