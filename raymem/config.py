@@ -98,14 +98,27 @@ class LimitSettings(Section):
 
 
 class RecallSettings(Section):
-    """Weights of the channels in reciprocal rank fusion; topic keys highest, raw messages lowest."""
+    """Weights of the channels in reciprocal rank fusion; topic keys highest.
 
-    rrf_k: float = 60.0
+    The defaults were chosen on LoCoMo and a LongMemEval sample (benchmarks/):
+    a small ``rrf_k`` lets a channel's first hits count far more than its tail,
+    and raw turns weigh as much as memories because they are the evidence.
+    """
+
+    rrf_k: float = 5.0
     topic_key_weight: float = 2.0
     memory_fts_weight: float = 1.0
     memory_vector_weight: float = 1.0
-    message_fts_weight: float = 0.6
-    message_vector_weight: float = 0.6
+    message_fts_weight: float = 1.0
+    message_vector_weight: float = 1.0
+    message_time_weight: float = 0.6  # turns inside a date range the query names
+    # The rules-written HyDE statement lowered recall at every weight tried, so it is
+    # off: 0 skips its embedding and searches. A model-written one may earn a weight.
+    hyde_memory_vector_weight: float = 0.0
+    hyde_message_vector_weight: float = 0.0
+    neighbour_top: int = 3  # the strongest turns whose neighbours join the result
+    neighbour_share: float = 0.35  # a neighbour's score, as a share of its strong turn's
+    reply_share: float = 0.6  # the turn after a question: its likely answer
     candidates_per_channel: int = 50
 
 

@@ -57,7 +57,7 @@ ride rode ridden|fly flew flown|sing sang sung|swim swam swum|draw drew drawn|gr
 speak spoke spoken|tell told|sell sold|build built|spend spent|send sent|hold held|keep kept|
 sleep slept|fall fell fallen|choose chose chosen|break broke broken|wear wore worn|
 catch caught|pay paid|lead led|become became|come came|hear heard|sit sat|stand stood|
-understand understood|learn learnt learned|get got gotten|do did done|know knew known|
+understand understood|have had|be was been|learn learnt learned|get got gotten|do did done|know knew known|
 throw threw thrown|forget forgot forgotten|hide hid hidden|shake shook shaken|wake woke woken|
 bake baked|dig dug|feed fed|fight fought|hang hung|lend lent|light lit|seek sought|shoot shot|
 sink sank sunk|steal stole stolen|stick stuck|strike struck|swing swung|tear tore torn|
@@ -114,6 +114,7 @@ AUXILIARIES = {
     "could",
     "should",
 }
+BE_FORMS = {"is", "are", "was", "were"}
 SUBJECT_WORDS = {
     "i",
     "you",
@@ -199,15 +200,6 @@ AGO_DID = re.compile(
 )
 FIRST = re.compile(r"\b(?:first|earlier|before)\b[,:]?\s*(.+?)\s*,?\s+or\s+(.+?)\s*\??$", re.I)
 UNIT_DAYS = {"day": 1.0, "week": 7.0, "month": 30.4375, "year": 365.25}
-
-# Channel weights that RecallSettings does not carry yet: used until it does.
-DEFAULT_WEIGHTS = {
-    "hyde_memory_vector": 0.8,
-    "hyde_message_vector": 0.8,
-    "message_time": 0.6,
-}
-NEIGHBOUR_TOP = 3  # turns whose neighbours join the result
-NEIGHBOUR_SHARE = 0.35  # a neighbour's score, as a share of the turn it sits next to
 
 
 class TimeRange(msgspec.Struct, frozen=True):
@@ -299,18 +291,27 @@ def hyde_statement(query: str) -> str | None:
     aux, rest = words[aux_at].lower(), words[aux_at + 1 :]
     if not rest:
         return None
-    if aux in ("did", "does", "do"):
-        verb_at = _verb_position(rest)
-        if aux == "did" and verb_at is not None:
-            rest = [*rest[:verb_at], _past(rest[verb_at].lower()), *rest[verb_at + 1 :]]
-        return " ".join([*rest, *head])
-    return " ".join([*rest, aux, *head])
+    if rest[0][:1].islower() and rest[0].lower() not in SUBJECT_WORDS:
+        # The wh-phrase is the subject: "What damages have happened to the car"
+        return " ".join([*head, *([] if aux in ("do", "does", "did") else [aux]), *rest])
+    if aux in BE_FORMS:  # "What is Melanie's favourite book" -> "Melanie's favourite book is"
+        return " ".join([*rest, aux, *head])
+    verb_at = _verb_position(rest)
+    subject, predicate = (rest, []) if verb_at is None else (rest[:verb_at], rest[verb_at:])
+    if aux == "did" and predicate:
+        predicate = [_past(predicate[0].lower()), *predicate[1:]]
+    elif aux not in ("do", "does"):  # "has Maria made" -> "Maria has made"
+        predicate = [aux, *predicate]
+    return " ".join([*subject, *predicate, *head])
 
 
 def _verb_position(rest: Sequence[str]) -> int | None:
     """Where the main verb is after the subject: the first lower-case word past it."""
     for index, word in enumerate(rest):
-        if index == 0 or word[:1].isupper() or word.lower() in SUBJECT_WORDS or word.endswith("'s"):
+        after_possessive = index > 0 and rest[index - 1].endswith("'s")
+        if index == 0 or after_possessive or word[:1].isupper() or word.lower() in SUBJECT_WORDS:
+            continue
+        if word.lower() in ("and", "or", "both"):  # "John and Maria both done"
             continue
         return index
     return None
@@ -524,16 +525,16 @@ class Recaller:
 
     def weights(self) -> dict[str, float]:
         s = self.settings
-        weights = {
+        return {
             "topic_key": s.topic_key_weight,
             "memory_fts": s.memory_fts_weight,
             "memory_vector": s.memory_vector_weight,
             "message_fts": s.message_fts_weight,
             "message_vector": s.message_vector_weight,
+            "message_time": s.message_time_weight,
+            "hyde_memory_vector": s.hyde_memory_vector_weight,
+            "hyde_message_vector": s.hyde_message_vector_weight,
         }
-        for name, default in DEFAULT_WEIGHTS.items():
-            weights[name] = float(getattr(s, f"{name}_weight", default))
-        return weights
 
     async def recall(
         self, request: RecallRequest, *, query_vector: np.ndarray | None = None
@@ -545,15 +546,21 @@ class Recaller:
         analysis = analyse(request.query, anchor)
         timings["analyse"] = _ms(started)
 
+        weights = self.weights()
+        hyde = (
+            analysis.hyde
+            if weights["hyde_memory_vector"] or weights["hyde_message_vector"]
+            else None
+        )
         vector_task = asyncio.ensure_future(
-            self._embed_query(request.query, analysis.hyde, query_vector, timings)
+            self._embed_query(request.query, hyde, query_vector, timings)
         )
         text_rankings = await self._text_channels(request, analysis, timings)
         query_vec, hyde_vec = await vector_task
         vector_rankings = await self._vector_channels(request, query_vec, hyde_vec, timings)
 
         fuse_started = time.perf_counter()
-        fused = fuse({**text_rankings, **vector_rankings}, self.weights(), self.settings.rrf_k)
+        fused = fuse({**text_rankings, **vector_rankings}, weights, self.settings.rrf_k)
         items = group_by_turn(await self._load(fused, request))
         items = await self._add_neighbours(items, request)
         items = order(items)[: request.limit]
@@ -678,7 +685,9 @@ class Recaller:
         """Add the turns next to the strongest ones: an answer often sits beside its question."""
         if not _wants_messages(request) or not items:
             return items
-        top = sorted(items, key=lambda item: item.score, reverse=True)[:NEIGHBOUR_TOP]
+        top = sorted(items, key=lambda item: item.score, reverse=True)[
+            : self.settings.neighbour_top
+        ]
         missing = [item.turn_id for item in top if item.message_seq is None]
         found = await self.store.messages_by_id(missing)
         for item in top:
@@ -691,8 +700,15 @@ class Recaller:
         new_seqs = {n for ns in adjacent.values() for n in ns if n not in by_seq}
         rows = await self.store.messages_by_seq(sorted(new_seqs))
         for parent_seq, neighbours in adjacent.items():
-            bonus = parents[parent_seq].score * NEIGHBOUR_SHARE
+            parent = parents[parent_seq]
+            asks = _content(parent).rstrip().endswith("?")
             for seq in neighbours:
+                share = (
+                    self.settings.reply_share
+                    if asks and seq > parent_seq
+                    else self.settings.neighbour_share
+                )
+                bonus = parent.score * share
                 if seq not in by_seq and seq in rows:
                     by_seq[seq] = Scored({}, message=rows[seq], message_seq=seq)
                     items.append(by_seq[seq])
@@ -770,9 +786,9 @@ async def date_facts(
     """
     anchor = anchor.astimezone(UTC)
     if match := BETWEEN.search(query):
-        first, second = (
+        first, second = [
             await event_time(store, match.group(i), anchor, session_id) for i in (2, 3)
-        )
+        ]
         if first and second:
             return [_span_fact(first, second, match.group(1).lower())]
     elif match := AGO_DID.search(query) or SINCE.search(query):
@@ -782,9 +798,9 @@ async def date_facts(
             now = DatedEvent(phrase="the latest conversation", at=anchor)
             return [_span_fact(event, now, unit)]
     elif match := FIRST.search(query):
-        first, second = (
+        first, second = [
             await event_time(store, match.group(i), anchor, session_id) for i in (1, 2)
-        )
+        ]
         if first and second:
             early, late = sorted((first, second), key=lambda e: e.at)
             return [
