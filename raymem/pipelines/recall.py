@@ -29,6 +29,7 @@ import numpy as np
 
 from raymem.config import RecallSettings
 from raymem.models import rules
+from raymem.pipelines.temporal import NUMBER_WORDS, WEEKDAYS
 from raymem.store import ProfileStore, to_db_time, utc_now
 from raymem.types import Memory, RecallHit, RecallRequest, RecallResult, StoredMessage
 
@@ -154,7 +155,6 @@ MONTHS = {
     )
     for name in names
 }
-WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 _MONTH_RE = "|".join(sorted(MONTHS, key=len, reverse=True))
 DAY_MONTH_YEAR = re.compile(
     rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+({_MONTH_RE})\.?,?\s+((?:19|20)\d\d)\b", re.I
@@ -172,20 +172,6 @@ RELATIVE = re.compile(
     r"six|seven|eight|nine|ten) (day|week|month|year)s? ago)\b",
     re.I,
 )
-NUMBER_WORDS = {
-    "a": 1,
-    "an": 1,
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-}
 
 BETWEEN = re.compile(
     r"\bhow (?:many|much) (day|week|month|year)s?\b.*?\bbetween\s+(.+?)\s+and\s+(.+?)\s*\??$", re.I
