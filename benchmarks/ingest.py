@@ -19,34 +19,12 @@ import os
 import shutil
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from locomo import sessions, turn_text  # one reading of the LoCoMo format
+
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-
-
-def session_time(text: str) -> datetime:
-    """LoCoMo's "1:56 pm on 8 May, 2023" as a datetime."""
-    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
-
-
-def sessions(conversation: dict[str, Any]) -> list[tuple[str, datetime, list[dict[str, Any]]]]:
-    out = []
-    number = 1
-    while f"session_{number}" in conversation:
-        key = f"session_{number}"
-        out.append((key, session_time(conversation[f"{key}_date_time"]), conversation[key]))
-        number += 1
-    return out
-
-
-def turn_text(turn: dict[str, Any]) -> str:
-    """The speaker's name inside the turn (both speakers are people: both are ``user``)."""
-    text = f"{turn['speaker']}: {turn['text']}"
-    if turn.get("blip_caption"):
-        text += f" [shares a photo: {turn['blip_caption']}]"
-    return text
 
 
 async def run(path: Path, limit: int, threads: int) -> dict[str, Any]:

@@ -656,13 +656,26 @@ class ProfileStore:
         return [row[0] for row in rows]
 
     async def search_messages_text(
-        self, fts_query: str, *, limit: int, session_id: str | None = None
+        self,
+        fts_query: str,
+        *,
+        limit: int,
+        session_id: str | None = None,
+        between: tuple[str, str] | None = None,
     ) -> list[int]:
-        """Seqs of raw messages matching an FTS5 query, best BM25 first."""
-        extra, params = ("", []) if session_id is None else (" AND m.session_id = ?", [session_id])
+        """Seqs of raw messages matching an FTS5 query, best BM25 first.
+
+        ``between`` keeps messages whose time is in [start, end) (``to_db_time`` strings).
+        """
+        where, params = "", []
+        if session_id is not None:
+            where, params = " AND m.session_id = ?", [session_id]
+        if between is not None:
+            where += " AND m.created_at >= ? AND m.created_at < ?"
+            params += list(between)
         rows = await self._fetchall(
             "SELECT m.seq FROM messages_fts CROSS JOIN messages m ON m.seq = messages_fts.rowid"
-            f" WHERE messages_fts MATCH ?{extra} ORDER BY bm25(messages_fts) LIMIT ?",
+            f" WHERE messages_fts MATCH ?{where} ORDER BY bm25(messages_fts) LIMIT ?",
             [fts_query, *params, limit],
         )
         return [row[0] for row in rows]
@@ -770,21 +783,17 @@ class ProfileStore:
         With no ``fts_query``, the messages of the range, newest first. Times are
         ``to_db_time`` strings, which sort in time order.
         """
+        if fts_query is not None:
+            return await self.search_messages_text(
+                fts_query, limit=limit, session_id=session_id, between=(start, end)
+            )
         where = "m.created_at >= ? AND m.created_at < ?"
         params: list[Any] = [start, end]
         if session_id is not None:
             where += " AND m.session_id = ?"
             params.append(session_id)
-        if fts_query is None:
-            sql = f"SELECT m.seq FROM messages m WHERE {where} ORDER BY m.created_at DESC LIMIT ?"
-            rows = await self._fetchall(sql, [*params, limit])
-        else:
-            rows = await self._fetchall(
-                "SELECT m.seq FROM messages_fts CROSS JOIN messages m ON m.seq = messages_fts.rowid"
-                f" WHERE messages_fts MATCH ? AND {where} ORDER BY bm25(messages_fts) LIMIT ?",
-                [fts_query, *params, limit],
-            )
-        return [row[0] for row in rows]
+        sql = f"SELECT m.seq FROM messages m WHERE {where} ORDER BY m.created_at DESC LIMIT ?"
+        return [row[0] for row in await self._fetchall(sql, [*params, limit])]
 
     async def adjacent_messages(
         self, seqs: Sequence[int], *, window: int = 1
