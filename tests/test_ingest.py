@@ -245,3 +245,25 @@ async def test_consolidating_a_session_extracts_appended_turns(store):
     assert len(reconciled.added) == 1
     assert (await store.get_session("s1")).consolidated_at is not None
     assert (await ingest.consolidate_session(store, "s1")).added == []
+
+
+async def test_a_memory_is_embedded_by_its_content_alone(store, embed):
+    """The vector a memory gets is its content's, whether reconciliation or the vectoriser made it."""
+    first = await ingest.ingest(store, "s1", [user("I keep bees on the library roof.")])
+    [bees] = await store.memories_by_id(first.memory_ids)
+    conn = open_sync(store.path)
+    try:
+        [(questions,)] = conn.execute("SELECT search_queries FROM memories").fetchall()
+    finally:
+        conn.close()
+    assert "?" in questions  # it has questions; full-text search uses them, vectors do not
+    [(seq, text)] = await store.pending_vectors("memory_vectors")
+    assert text == bees.content
+    second = await ingest.ingest(
+        store, "s2", [user("My sister restores old sailing boats in Gdansk.")], embed=embed
+    )
+    [boats] = await store.memories_by_id(second.memory_ids)
+    assert await store.pending_vectors("memory_vectors") == [(seq, bees.content)]
+    [query] = await embed([boats.content])
+    [(hit, distance)] = await store.search_vectors("memory_vectors", query, limit=1)
+    assert (await store.memories_by_seq([hit]))[hit].id == boats.id and distance < 0.01

@@ -24,11 +24,23 @@ class EmbedderPool:
 
         device = "cuda" if models.num_gpus > 0 else "cpu"
         self._model = SentenceTransformerEmbedder(
-            models.embedder, threads=models.embedder_threads, device=device
+            models.embedder,
+            threads=models.embedder_threads,
+            device=device,
+            precision=models.embedder_precision,
+            batch_size=models.embedder_batch_size,
+            max_seq_length=models.embedder_max_seq_length,
         )
 
     async def info(self) -> dict[str, Any]:
-        return {"name": self._model.name, "dim": self._model.dim}
+        """``name``: what stores record (the model and its precision); ``dim``; where it runs."""
+        return {
+            "name": self._model.name,
+            "dim": self._model.dim,
+            "model": self._model.model,
+            "precision": self._model.precision,
+            "device": self._model.device,
+        }
 
     async def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:

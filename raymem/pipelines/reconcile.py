@@ -50,12 +50,15 @@ def new_memory_id() -> str:
 
 
 def embedding_text(candidate: Candidate) -> str:
-    """What the vectoriser embeds for a memory: its search questions, then its content.
+    """What the vectoriser embeds for a memory: its content alone.
 
     Identical to the text ``ProfileStore.pending_vectors`` yields for the stored
     row, so a vector computed here can be stored for it without embedding twice.
+    The search questions are left to full-text search: on LoCoMo (3 conversations,
+    turn level) content alone found as much evidence as questions + content
+    (frac@10 .772 vs .760, any@10 .822 vs .815) at under half the tokens.
     """
-    return ("\n".join(candidate.search_queries) + "\n" + candidate.content).strip()
+    return candidate.content.strip()
 
 
 async def _neighbours(store: ProfileStore, vector: np.ndarray) -> list[Neighbour]:

@@ -704,10 +704,14 @@ class ProfileStore:
         return [row[0] for row in rows]
 
     async def pending_vectors(self, table: str, limit: int = 256) -> list[tuple[int, str]]:
-        """Rows still waiting for an embedding: (seq, text to embed)."""
+        """Rows still waiting for an embedding: (seq, text to embed).
+
+        A memory's text is its content alone, as ``reconcile.embedding_text`` makes it
+        (its search questions serve full-text search); a turn's is its content.
+        """
         if table == "memory_vectors":
             sql = (
-                "SELECT seq, search_queries || char(10) || content FROM memories WHERE"
+                "SELECT seq, content FROM memories WHERE"
                 " vectorised = 0 AND type != 'task' AND superseded_by IS NULL"
                 " AND forgotten_at IS NULL ORDER BY seq LIMIT ?"
             )
