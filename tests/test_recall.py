@@ -345,3 +345,40 @@ async def test_result_shape_and_latency(store, embed):
     )
     assert result.memories[0].score >= result.memories[1].score
     assert "Acme" in result.answer
+
+
+# ------------------------------------------------------------ term budget
+
+
+def test_within_budget_keeps_the_rarest_terms_in_query_order():
+    phrases = ['"member"', '"guitar"', '"3806"', '"kept"']
+    assert recall.within_budget(phrases, [9000, 900, 1, 0], budget=1000) == ['"guitar"', '"3806"']
+    assert recall.within_budget(phrases, [9000, 900, 1, 0], budget=10_000) == phrases[:3]
+    # only common terms: the rarest one still searches
+    assert recall.within_budget(phrases[:2], [9000, 5001], budget=100) == ['"guitar"']
+    assert recall.within_budget(phrases, [0, 0, 0, 0], budget=100) == []
+
+
+async def test_term_counts_stop_at_the_cap(store):
+    await ingest_pipeline.ingest(
+        store,
+        "s1",
+        [MessageIn(role="user", content=f"Member {i} keeps a lamp at home.") for i in range(30)],
+    )
+    counts = await store.term_counts("messages", ['"member"', '"7"', '"piano"'], cap=10)
+    assert counts == [10, 1, 0]
+    assert await store.term_counts("messages", ['"member"'], cap=100) == [30]
+    assert (await store.term_counts("memories", ['"lamp"', '"7"'], cap=100))[1] >= 1
+
+
+async def test_a_word_in_every_row_is_left_out_but_the_rare_one_finds_its_turn(store, embed):
+    contents = [f"Member {i} keeps a lamp at home." for i in range(40)]
+    await ingest_pipeline.ingest(store, "s1", [MessageIn(role="user", content=c) for c in contents])
+    settings = RecallSettings(fts_postings_budget=20)
+    recaller = recall.Recaller(store, settings, None)
+    analysis = recall.analyse("Where does member 17 keep the lamp?")
+    query = await recaller._budgeted_query("messages", analysis.fts_terms)
+    assert query is not None and '"17"' in query
+    assert '"member"' not in query and '"lamp"' not in query
+    result = await recaller.recall(RecallRequest(query="Where does member 17 keep the lamp?"))
+    assert "Member 17 keeps" in result.memories[0].content

@@ -101,6 +101,7 @@ class ProfileActor:
         self._vectoriser: asyncio.Task[None] | None = None
         self._idle_watch: asyncio.Task[None] | None = None
         self._retention: asyncio.Task[None] | None = None
+        self._warming: asyncio.Task[None] | None = None
         self._live: Any = None  # this node's LiveProfiles tracker
         self._closing = False
         self._inflight = 0
@@ -126,6 +127,7 @@ class ProfileActor:
             await self._report_use()
             self._idle_watch = asyncio.create_task(self._watch_idle())
             self._retention = asyncio.create_task(self._apply_retention())
+            self._warming = asyncio.create_task(self._warm_vector_indexes(store))
             self._vectorise_soon()  # catch up on anything left unembedded by a crash
 
     def _models(self) -> dict[str, Any]:
@@ -175,6 +177,13 @@ class ProfileActor:
             if idle >= timeout and self._inflight == 0 and not busy:
                 await self._hibernate()
                 return
+
+    async def _warm_vector_indexes(self, store: ProfileStore) -> None:
+        """Read the vector indexes into memory now rather than on the first recall."""
+        try:
+            await store.warm_vector_indexes()
+        except Exception:  # the first search reads them again, and reports what fails
+            log.exception("profile %s: warming the vector indexes failed", self.name)
 
     async def _apply_retention(self) -> None:
         """Purge raw turns past the retention period now and then; memories stay."""

@@ -197,6 +197,7 @@ class TimeRange(msgspec.Struct, frozen=True):
 class Analysis(msgspec.Struct):
     fts_query: str | None
     topic_keys: list[str]
+    fts_terms: list[str] = []  # the quoted phrases that ``fts_query`` ORs, in query order
     hyde: str | None = None
     time_ranges: list[TimeRange] = []
 
@@ -225,16 +226,34 @@ def expand_terms(words: Sequence[str]) -> list[str]:
     return expanded
 
 
-def fts_query(text: str) -> str | None:
-    """An FTS5 query that ORs the content words of ``text`` and their variants, each quoted.
+def fts_terms(text: str) -> list[str]:
+    """The content words of ``text`` and their variants, each quoted as an FTS5 phrase.
 
     Quoting makes every FTS5 operator, column filter, prefix star and quote in
     user text a plain term, so no query can be a syntax error.
     """
-    terms = expand_terms(content_words(text))[:MAX_TERMS]
-    if not terms:
-        return None
-    return " OR ".join(f'"{term}"' for term in terms)
+    return [f'"{term}"' for term in expand_terms(content_words(text))[:MAX_TERMS]]
+
+
+def fts_query(text: str) -> str | None:
+    """An FTS5 query that ORs the content words of ``text`` and their variants."""
+    return " OR ".join(fts_terms(text)) or None
+
+
+def within_budget(phrases: Sequence[str], counts: Sequence[int], budget: int) -> list[str]:
+    """The rarest phrases whose matching rows add up to at most ``budget``, in query order.
+
+    A phrase no row holds is dropped. The rarest phrase is always kept, so a query
+    of common words still searches; ``counts`` may be capped just above ``budget``.
+    """
+    by_rarity = sorted((count, position) for position, count in enumerate(counts) if count > 0)
+    kept, total = set(), 0
+    for count, position in by_rarity:
+        if kept and total + count > budget:
+            break
+        kept.add(position)
+        total += count
+    return [phrase for position, phrase in enumerate(phrases) if position in kept]
 
 
 def query_topic_keys(query: str) -> list[str]:
@@ -385,8 +404,10 @@ def _relative(match: re.Match[str], today: datetime) -> tuple[datetime, datetime
 
 def analyse(query: str, anchor: datetime | None = None) -> Analysis:
     """Everything the channels need from the query, computed without a model."""
+    terms = fts_terms(query)
     return Analysis(
-        fts_query=fts_query(query),
+        fts_query=" OR ".join(terms) or None,
+        fts_terms=terms,
         topic_keys=query_topic_keys(query),
         hyde=hyde_statement(query),
         time_ranges=time_ranges(query, anchor or utc_now()),
@@ -601,20 +622,24 @@ class Recaller:
         ):
             seqs = await self.store.current_by_topic(analysis.topic_keys)
             rankings["topic_key"] = [("memory", seq) for seq in seqs]
-        if analysis.fts_query is not None:
+        memory_query = await self._budgeted_query("memories", analysis.fts_terms)
+        if memory_query is not None:
             seqs = await self.store.search_memories_text(
-                analysis.fts_query, limit=limit, types=request.types, session_id=request.session_id
+                memory_query, limit=limit, types=request.types, session_id=request.session_id
             )
             rankings["memory_fts"] = [("memory", seq) for seq in seqs]
-        if _wants_messages(request) and analysis.fts_query is not None:
+        message_query = None
+        if _wants_messages(request):
+            message_query = await self._budgeted_query("messages", analysis.fts_terms)
+        if message_query is not None:
             seqs = await self.store.search_messages_text(
-                analysis.fts_query, limit=limit, session_id=request.session_id
+                message_query, limit=limit, session_id=request.session_id
             )
             rankings["message_fts"] = [("message", seq) for seq in seqs]
             in_range: list[tuple[str, int]] = []
             for period in analysis.time_ranges:
                 seqs = await self.store.search_messages_between(
-                    analysis.fts_query,
+                    message_query,
                     to_db_time(period.start),
                     to_db_time(period.end),
                     limit=limit,
@@ -625,6 +650,12 @@ class Recaller:
                 rankings["message_time"] = list(dict.fromkeys(in_range))
         timings["text_channels"] = _ms(started)
         return rankings
+
+    async def _budgeted_query(self, table: str, phrases: Sequence[str]) -> str | None:
+        """An FTS5 query over ``table`` without the phrases too common to be worth scoring."""
+        budget = self.settings.fts_postings_budget
+        counts = await self.store.term_counts(table, phrases, cap=budget + 1)
+        return " OR ".join(within_budget(phrases, counts, budget)) or None
 
     async def _vector_channels(
         self,
