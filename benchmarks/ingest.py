@@ -9,7 +9,10 @@ Three measurements, each on fresh real SQLite stores:
    as memories/s extracted *and* embedded (memory vectors), and end to end with
    the turn vectors too; time split by stage;
 3. extraction coverage: the share of LoCoMo QA evidence turns (``qa[].evidence``)
-   from which at least one memory was extracted.
+   from which at least one memory was extracted;
+4. end to end through the API: a local raymem server (Ray Serve, HTTP), one
+   ingest request per session, timed until the profile actor has embedded every
+   memory and turn (``--skip-api`` leaves this out).
 
     python benchmarks/ingest.py ../shared/data/locomo10.json [--limit-conversations 10]
         [--threads 2] [--precision auto|float32|bfloat16|int8]
@@ -148,6 +151,49 @@ async def run(
     }
 
 
+def through_api(path: Path, limit: int, threads: int) -> dict[str, Any]:
+    """Every conversation into its own profile over HTTP, until all is vectorised."""
+    from _common import raymem_server, wait_vectorised
+
+    data = json.loads(path.read_text())[:limit]
+    messages = memories = 0
+    request_s: list[float] = []
+    with raymem_server(embedder_threads=threads) as (client, settings):
+        client.get_profile("warm-up").remember("The server is warm.")  # models loaded
+        started = time.perf_counter()
+        for sample in data:
+            profile = client.get_profile(f"locomo-{sample['sample_id']}".replace("_", "-"))
+            for key, session_start, turns in sessions(sample["conversation"]):
+                batch = [
+                    {
+                        "role": "user",
+                        "content": turn_text(turn),
+                        "created_at": session_start.isoformat() + "Z",
+                    }
+                    for turn in turns
+                ]
+                sent = time.perf_counter()
+                result = profile.ingest(batch, session_id=key)
+                request_s.append(time.perf_counter() - sent)
+                messages += result.messages.stored
+                memories += result.memories.added
+        acknowledged_s = time.perf_counter() - started
+        for sample in data:
+            wait_vectorised(settings, f"locomo-{sample['sample_id']}".replace("_", "-"))
+        vectorised_s = time.perf_counter() - started
+    return {
+        "messages": messages,
+        "memories": memories,
+        "messages_per_s_acknowledged": messages / acknowledged_s,
+        "memories_per_s_acknowledged": memories / acknowledged_s,
+        "messages_per_s_vectorised": messages / vectorised_s,
+        "memories_per_s_vectorised": memories / vectorised_s,
+        "session_request_s_p50": sorted(request_s)[len(request_s) // 2],
+        "acknowledged_s": round(acknowledged_s, 2),
+        "vectorised_s": round(vectorised_s, 2),
+    }
+
+
 def print_table(result: dict[str, Any]) -> None:
     rows = [
         ("raw messages stored / s", f"{result['raw_messages_per_s']:,.0f}", ">= 2,000"),
@@ -181,6 +227,21 @@ def print_table(result: dict[str, Any]) -> None:
     for stage, seconds in result["stage_s"].items():
         print(f"{stage:<34} {seconds:>14.2f}  {seconds / total:.0%}")
     print("(embed is the model's share of reconcile, vectorise_rest and turn_vectors)")
+    api = result.get("api")
+    if api:
+        print(
+            f"\nthrough the API (HTTP, Serve, profile actors): {api['messages']:,} turns,"
+            f" {api['memories']:,} memories"
+        )
+        print(
+            f"  acknowledged: {api['messages_per_s_acknowledged']:,.0f} turns/s,"
+            f" {api['memories_per_s_acknowledged']:,.0f} memories/s"
+            f" (one request per session, p50 {api['session_request_s_p50'] * 1000:.0f} ms)"
+        )
+        print(
+            f"  until every memory and turn is embedded: {api['messages_per_s_vectorised']:,.0f}"
+            f" turns/s, {api['memories_per_s_vectorised']:,.0f} memories/s"
+        )
 
 
 def main() -> None:
@@ -195,11 +256,14 @@ def main() -> None:
         help="embedder precision (models.embedder_precision)",
     )
     parser.add_argument("--batch-size", type=int, default=64, help="texts per forward pass")
+    parser.add_argument("--skip-api", action="store_true", help="leave out the HTTP measurement")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     result = asyncio.run(
         run(args.locomo, args.limit_conversations, args.threads, args.precision, args.batch_size)
     )
+    if not args.skip_api:
+        result["api"] = through_api(args.locomo, args.limit_conversations, args.threads)
     print_table(result)
     RESULTS_DIR.mkdir(exist_ok=True)
     out = RESULTS_DIR / f"ingest-{time.strftime('%Y%m%d-%H%M%S')}.json"

@@ -162,6 +162,9 @@ async def actor_latency(
     texts = [question(i) for i in picks]
     vectors = await embedder.embed.remote(texts)
     without_model, with_model, hits = [], [], 0
+    for text, vector in zip(texts[:3], vectors[:3], strict=True):  # activation and index reads
+        warm = RecallRequest(query=text, limit=10, synthesize=False)
+        await router.call("default", profile, "recall", warm, vector.tolist())
     for text, vector, index in zip(texts, vectors, picks, strict=True):
         request = RecallRequest(query=text, limit=10, synthesize=False)
         began = time.perf_counter()
