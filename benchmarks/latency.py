@@ -119,8 +119,12 @@ def ingest_throughput(client: Client, router: Any, count: int, batch: int) -> di
     }
 
 
-def build_profile(settings: Settings, profile: str, size: int, dim: int) -> float:
-    """Write ``size`` turns and their memories, with random unit vectors, into a new file."""
+def build_profile(settings: Settings, profile: str, size: int, dim: int, embedder: str) -> float:
+    """Write ``size`` turns and their memories, with random unit vectors, into a new file.
+
+    The vectors are recorded under the pool's embedder name: under another name the
+    actor would take them for another model's and embed every row again.
+    """
     import numpy as np
 
     from raymem.actors.profile import profile_path
@@ -130,7 +134,7 @@ def build_profile(settings: Settings, profile: str, size: int, dim: int) -> floa
 
     async def build() -> None:
         path = profile_path(settings, "default", profile)
-        store = await ProfileStore.open(path, dim=dim, embedder="random")
+        store = await ProfileStore.open(path, dim=dim, embedder=embedder)
         rng = np.random.default_rng(size)
         try:
             for first in range(0, size, 1000):
@@ -240,7 +244,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     router = ProfileRouter(settings)
     embedder = serve.get_deployment_handle(EMBEDDER_DEPLOYMENT, app_name=settings.app_name)
     rows: list[dict[str, Any]] = []
-    dim = int(embedder.info.remote().result()["dim"])
+    model = embedder.info.remote().result()
+    dim = int(model["dim"])
     try:
         ingest = ingest_throughput(client, router, args.ingest, args.batch)
         print(f"ingest through HTTP: {ingest}", flush=True)
@@ -248,7 +253,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             profile = f"bench-{size}"
             row: dict[str, Any] = {
                 "memories": size,
-                "build_s": build_profile(settings, profile, size, dim),
+                "build_s": build_profile(settings, profile, size, dim, model["name"]),
             }
             row.update(asyncio.run(actor_latency(router, profile, size, args.queries, embedder)))
             row["http_ms"] = http_latency(client, profile, size, args.queries)

@@ -8,6 +8,7 @@ import pytest
 from raymem.models.embedder import SentenceTransformerEmbedder
 from raymem.pipelines import ingest
 from raymem.store import ProfileStore
+from raymem.store.connection import open_sync
 from raymem.store.vector_index import VectorIndex, read_index
 from raymem.types import MessageIn
 
@@ -158,3 +159,37 @@ async def test_a_reopened_store_reads_its_vectors_back(tmp_path):
     finally:
         await reopened.close()
     assert len(read_index(path, "message_vectors", DIM)) == 40
+
+
+async def test_vectors_of_another_model_are_dropped_and_queued_again(tmp_path):
+    path = tmp_path / "profile.db"
+    basis = np.eye(DIM, dtype=np.float32)
+
+    async def vectorised_count(embedder: str) -> tuple[int, int]:
+        store = await ProfileStore.open(path, dim=DIM, embedder=embedder)
+        try:
+            pending = await store.pending_vectors("message_vectors")
+            if pending and embedder == "model-a":
+                async with store.write() as writer:
+                    await writer.set_vectors("message_vectors", [(pending[0][0], basis[0])])
+                pending = await store.pending_vectors("message_vectors")
+            found = await store.search_vectors("message_vectors", basis[0], limit=5)
+            return len(found), len(pending)
+        finally:
+            await store.close()
+
+    store = await ProfileStore.open(path, dim=DIM, embedder="model-a")
+    await ingest.ingest(store, "s1", [MessageIn(role="user", content="The only turn here.")])
+    await store.close()
+    assert await vectorised_count("model-a") == (1, 0)
+    # the same model at another precision: its vectors are kept
+    assert await vectorised_count("model-a@bfloat16") == (1, 0)
+    # another model: nothing comparable is left, everything waits to be embedded again
+    assert await vectorised_count("model-b") == (0, 1)
+    conn = open_sync(path)
+    try:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone() == (
+            "model-b",
+        )
+    finally:
+        conn.close()

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -24,6 +25,8 @@ from raymem.errors import MemoryNotFound, SessionNotFound
 from raymem.store.connection import open_connection
 from raymem.store.vector_index import CachedIndex, VectorChange
 from raymem.types import Memory, ProfileInfo, Session, StoredMessage
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 COMMON_TERMS_TTL_S = 300.0  # how long a term found in many rows is taken to stay so
@@ -497,6 +500,11 @@ class ProfileStore:
     async def open(cls, path: str | Path, *, dim: int, embedder: str = "") -> "ProfileStore":
         """Open (creating if needed) the store at ``path`` for embeddings of ``dim`` dimensions.
 
+        ``embedder`` names the model that makes the vectors (empty: unknown). When a
+        store made by another model is opened, its vectors cannot be compared with
+        the new model's, so they are dropped and every row is embedded again by the
+        background vectoriser; a change of precision only (``model@bfloat16``) keeps them.
+
         Raises:
             ValueError: the file was made for embeddings of another dimension.
         """
@@ -511,11 +519,44 @@ class ProfileStore:
                 raise ValueError(
                     f"Store {str(path)!r} holds {stored_dim}-d vectors; the embedder makes {dim}-d"
                 )
+            if embedder:
+                await cls._follow_embedder(writer, path, embedder)
             reader = await open_connection(path, read_only=True)
         except BaseException:
             await writer.close()
             raise
         return cls(path, writer, reader, dim)
+
+    @staticmethod
+    async def _follow_embedder(conn: aiosqlite.Connection, path: Path, embedder: str) -> None:
+        """Record ``embedder``; if the vectors were made by another model, queue them all again."""
+        rows = await _rows(conn, "SELECT value FROM meta WHERE key = 'embedder'")
+        stored = rows[0][0] if rows else ""
+        if stored == embedder:
+            return
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            if stored and stored.split("@")[0] != embedder.split("@")[0]:
+                log.warning(
+                    "store %s: vectors were made by %s, the embedder is now %s;"
+                    " embedding everything again",
+                    path,
+                    stored,
+                    embedder,
+                )
+                for table, source in (
+                    ("memory_vectors", "memories"),
+                    ("message_vectors", "messages"),
+                ):
+                    await conn.execute(f"DELETE FROM {table}")
+                    await conn.execute(f"UPDATE {source} SET vectorised = 0 WHERE vectorised = 1")
+            await conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('embedder', ?)", (embedder,)
+            )
+        except BaseException:
+            await conn.execute("ROLLBACK")
+            raise
+        await conn.execute("COMMIT")
 
     @staticmethod
     async def _migrate(conn: aiosqlite.Connection, *, dim: int, embedder: str) -> None:
