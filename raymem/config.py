@@ -119,6 +119,9 @@ class RecallSettings(Section):
     neighbour_top: int = 3  # the strongest turns whose neighbours join the result
     neighbour_share: float = 0.35  # a neighbour's score, as a share of its strong turn's
     reply_share: float = 0.6  # the turn after a question: its likely answer
+    context_window: int = 3  # found turns this close in a session lift each other
+    context_share: float = 0.4
+    speaker_share: float = 0.5  # a turn said by the person the query names: lifted by this share
     candidates_per_channel: int = 50
 
 
