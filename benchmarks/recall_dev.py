@@ -169,27 +169,18 @@ async def run_locomo(args: argparse.Namespace, settings: Any, embedder: CachedEm
 # ------------------------------------------------------------- LongMemEval
 
 
-def sample_longmemeval(data: list[dict[str, Any]], per_type: int) -> list[dict[str, Any]]:
-    """The first ``per_type`` non-abstention questions of each type, in file order."""
-    picked: list[dict[str, Any]] = []
-    counts: dict[str, int] = {}
-    for item in data:
-        if item["question_id"].endswith("_abs"):
-            continue
-        kind = item["question_type"]
-        if per_type and counts.get(kind, 0) >= per_type:
-            continue
-        counts[kind] = counts.get(kind, 0) + 1
-        picked.append(item)
-    return picked
-
-
 async def run_longmemeval(
     args: argparse.Namespace, settings: Any, embedder: CachedEmbedder
 ) -> None:
     import longmemeval
 
-    data = sample_longmemeval(json.loads(Path(args.data).read_text()), args.per_type)
+    data = [
+        item
+        for item in json.loads(Path(args.data).read_text())
+        if not item["question_id"].endswith("_abs")
+    ]
+    if args.per_type:
+        data = longmemeval.per_type(data, args.per_type)
     tally = {"turn": Tally(), "session": Tally()}
     latency: list[float] = []
     for number, item in enumerate(data):
