@@ -103,6 +103,9 @@ class RecallSettings(Section):
     The defaults were chosen on LoCoMo and a LongMemEval sample (benchmarks/):
     a small ``rrf_k`` lets a channel's first hits count far more than its tail,
     and raw turns weigh as much as memories because they are the evidence.
+    After fusion, found turns near other found turns of their session are lifted
+    (``context_*``), and so are turns said by the person the query names
+    (``speaker_share``).
     """
 
     rrf_k: float = 5.0
