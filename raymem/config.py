@@ -120,6 +120,7 @@ class RecallSettings(Section):
     hyde_memory_vector_weight: float = 0.0
     hyde_message_vector_weight: float = 0.0
     neighbour_top: int = 3  # the strongest turns whose neighbours join the result
+    neighbour_window: int = 2  # how many turns either side of a strong turn join it
     neighbour_share: float = 0.35  # a neighbour's score, as a share of its strong turn's
     reply_share: float = 0.6  # the turn after a question: its likely answer
     context_window: int = 3  # found turns this close in a session lift each other

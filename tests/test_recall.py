@@ -12,7 +12,7 @@ from raymem.models.embedder import SentenceTransformerEmbedder
 from raymem.pipelines import ingest as ingest_pipeline
 from raymem.pipelines import recall
 from raymem.store import ProfileStore
-from raymem.types import MessageIn, RecallRequest
+from raymem.types import MessageIn, RecallRequest, StoredMessage
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -179,7 +179,28 @@ async def test_turn_among_other_found_turns_outranks_a_stray_match(store, embed)
 
     first = result.memories[0]
     assert first.session_id == "s1"
-    assert "context" in first.channels
+    assert {"context", "neighbour"} & set(first.channels)
+
+
+def test_context_lift_comes_from_nearby_found_turns_of_the_same_session():
+    def turn(session: str, seq: int, score: float) -> recall.Scored:
+        message = StoredMessage(
+            id=f"{session}-{seq}",
+            session_id=session,
+            role="user",
+            content="x",
+            created_at=datetime(2024, 1, 1, tzinfo=UTC),
+        )
+        return recall.Scored({"message_fts": score}, message=message, message_seq=seq)
+
+    items = [turn("a", 10, 1.0), turn("a", 11, 0.5), turn("a", 13, 0.5), turn("b", 12, 1.0)]
+
+    lifts = recall.context_lifts(items, window=3, share=0.4)
+
+    assert lifts[0] == pytest.approx(0.4 * (0.5 / 1 + 0.5 / 3))
+    assert lifts[1] == pytest.approx(0.4 * (1.0 / 1 + 0.5 / 2))
+    assert lifts[3] == 0.0  # alone in its session, however close its seq
+    assert recall.context_lifts(items, window=0, share=0.4) == [0.0] * 4
 
 
 def test_query_names_skip_the_first_word_and_possessives():

@@ -767,7 +767,9 @@ class Recaller:
             : self.settings.neighbour_top
         ]
         parents = {item.message_seq: item for item in top if item.message_seq is not None}
-        adjacent = await self.store.adjacent_messages(list(parents))
+        adjacent = await self.store.adjacent_messages(
+            list(parents), window=self.settings.neighbour_window
+        )
         by_seq = {item.message_seq: item for item in items if item.message_seq is not None}
         new_seqs = {n for ns in adjacent.values() for n in ns if n not in by_seq}
         rows = await self.store.messages_by_seq(sorted(new_seqs))
@@ -777,7 +779,7 @@ class Recaller:
             for seq in neighbours:
                 share = (
                     self.settings.reply_share
-                    if asks and seq > parent_seq
+                    if asks and seq == parent_seq + 1
                     else self.settings.neighbour_share
                 )
                 bonus = parent.score * share
