@@ -7,7 +7,7 @@ a memory maps through ``source_message_ids``), and the profile is deleted.
 Abstention questions (``_abs``) are skipped, as in the paper. A plain
 FTS5/BM25 index over the same turns is scored in the same run.
 
-    python benchmarks/longmemeval.py ../shared/data/longmemeval_s_dev.json [--limit-questions 10]
+    python benchmarks/longmemeval.py ../shared/data/longmemeval_s_dev.json [--per-type 3]
 """
 
 import argparse
@@ -81,6 +81,18 @@ def evidence_turns(item: dict[str, Any]) -> set[Turn]:
     }
 
 
+def per_type(data: list[dict[str, Any]], count: int) -> list[dict[str, Any]]:
+    """A stratified sample: the first ``count`` questions of each question type, in file order."""
+    picked: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    for item in data:
+        kind = item["question_type"]
+        if seen.get(kind, 0) < count:
+            seen[kind] = seen.get(kind, 0) + 1
+            picked.append(item)
+    return picked
+
+
 class Runner:
     """Scores questions, possibly from several threads (ingest of one overlaps recall of another)."""
 
@@ -147,6 +159,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for item in json.loads(Path(args.data).read_text())
         if not item["question_id"].endswith("_abs")
     ]
+    if args.per_type:
+        data = per_type(data, args.per_type)
     if args.limit_questions:  # a spread over question types rather than the first few
         step = max(1, len(data) // args.limit_questions)
         data = data[::step][: args.limit_questions]
@@ -186,6 +200,9 @@ def main() -> None:
     parser.add_argument("data", help="path to longmemeval_s_dev.json")
     parser.add_argument(
         "--limit-questions", type=int, default=0, help="an even spread of this many"
+    )
+    parser.add_argument(
+        "--per-type", type=int, default=0, help="the first N questions of each question type"
     )
     parser.add_argument("--recall-limit", type=int, default=20, help="hits asked for per question")
     parser.add_argument("--workers", type=int, default=2, help="questions in flight at once")

@@ -109,6 +109,9 @@ class RecallSettings(Section):
     The defaults were chosen on LoCoMo and a LongMemEval sample (benchmarks/):
     a small ``rrf_k`` lets a channel's first hits count far more than its tail,
     and raw turns weigh as much as memories because they are the evidence.
+    After fusion, found turns near other found turns of their session are lifted
+    (``context_*``), and so are turns said by the person the query names
+    (``speaker_share``).
     """
 
     rrf_k: float = 5.0
@@ -123,8 +126,12 @@ class RecallSettings(Section):
     hyde_memory_vector_weight: float = 0.0
     hyde_message_vector_weight: float = 0.0
     neighbour_top: int = 3  # the strongest turns whose neighbours join the result
+    neighbour_window: int = 2  # how many turns either side of a strong turn join it
     neighbour_share: float = 0.35  # a neighbour's score, as a share of its strong turn's
     reply_share: float = 0.6  # the turn after a question: its likely answer
+    context_window: int = 3  # found turns this close in a session lift each other
+    context_share: float = 0.4
+    speaker_share: float = 0.5  # a turn said by the person the query names: lifted by this share
     candidates_per_channel: int = 50
     # A full-text channel leaves out the query's commonest terms once the rows they
     # match add up to more than this: such terms barely move BM25, yet they cost a

@@ -12,7 +12,7 @@ from raymem.models.embedder import SentenceTransformerEmbedder
 from raymem.pipelines import ingest as ingest_pipeline
 from raymem.pipelines import recall
 from raymem.store import ProfileStore
-from raymem.types import MessageIn, RecallRequest
+from raymem.types import MessageIn, RecallRequest, StoredMessage
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -149,7 +149,107 @@ async def test_neighbour_of_a_strong_turn_joins_the_result(store, embed):
     result = await ask(store, embed, "locksmith cellar door charge")
 
     answer = next(hit for hit in result.memories if "Eighty-five" in hit.content)
-    assert "neighbour" in answer.channels
+    # Found weakly by a channel itself, it is lifted as context; found by none, as a neighbour.
+    assert {"neighbour", "context"} & set(answer.channels)
+
+
+async def test_turn_among_other_found_turns_outranks_a_stray_match(store, embed):
+    """The answer sits amid the talk about its topic; a lone keyword match does not."""
+    await ingest_pipeline.ingest(
+        store,
+        "s1",
+        [
+            MessageIn(role="user", content="Mia: We finally went sailing on the lake."),
+            MessageIn(role="user", content="Tom: How was the boat?"),
+            MessageIn(role="user", content="Mia: The sailing boat was small but fast."),
+            MessageIn(role="user", content="Tom: Did the wind hold up?"),
+        ],
+    )
+    await ingest_pipeline.ingest(
+        store,
+        "s2",
+        [
+            MessageIn(role="user", content="Tom: My cousin sells boat insurance now."),
+            *(MessageIn(role="user", content=f"Mia: {text}") for text in DISTRACTORS),
+        ],
+    )
+    await vectorise(store, embed)
+
+    result = await ask(store, embed, "Mia sailing boat lake", limit=5)
+
+    first = result.memories[0]
+    assert first.session_id == "s1"
+    assert {"context", "neighbour"} & set(first.channels)
+
+
+def test_context_lift_comes_from_nearby_found_turns_of_the_same_session():
+    def turn(session: str, seq: int, score: float) -> recall.Scored:
+        message = StoredMessage(
+            id=f"{session}-{seq}",
+            session_id=session,
+            role="user",
+            content="x",
+            created_at=datetime(2024, 1, 1, tzinfo=UTC),
+        )
+        return recall.Scored({"message_fts": score}, message=message, message_seq=seq)
+
+    items = [turn("a", 10, 1.0), turn("a", 11, 0.5), turn("a", 13, 0.5), turn("b", 12, 1.0)]
+
+    lifts = recall.context_lifts(items, window=3, share=0.4)
+
+    assert lifts[0] == pytest.approx(0.4 * (0.5 / 1 + 0.5 / 3))
+    assert lifts[1] == pytest.approx(0.4 * (1.0 / 1 + 0.5 / 2))
+    assert lifts[3] == 0.0  # alone in its session, however close its seq
+    assert recall.context_lifts(items, window=0, share=0.4) == [0.0] * 4
+
+
+def test_query_names_skip_the_first_word_and_possessives():
+    assert recall.query_names("What is Dave's main passion?") == ["dave"]
+    assert recall.query_names("Did Audrey and Andrew grow up with a dog?") == ["audrey", "andrew"]
+    assert recall.query_names("what did I buy last week?") == []
+
+
+async def test_turns_said_by_the_person_asked_about_are_favoured(store, embed):
+    await ingest_pipeline.ingest(
+        store,
+        "s1",
+        [
+            MessageIn(role="user", content="Calvin: Dave, I really love vintage guitars."),
+            MessageIn(role="user", content="Dave: I really love vintage cars, Calvin."),
+            *(MessageIn(role="user", content=f"Calvin: {text}") for text in DISTRACTORS),
+        ],
+    )
+    await vectorise(store, embed)
+
+    result = await ask(store, embed, "What vintage things does Dave love?")
+
+    assert result.memories[0].content.startswith("Dave:")
+    assert "speaker" in result.memories[0].channels
+
+
+async def test_question_about_what_the_assistant_said_favours_its_turns(store, embed):
+    turns = [
+        MessageIn(role="user", content="Any hiking trail near Moncayo you would recommend?"),
+        MessageIn(role="assistant", content="Try the Moncayo summit trail from the sanctuary."),
+        MessageIn(role="user", content="I hiked a Moncayo trail with my brother last spring."),
+    ]
+    await ingest_pipeline.ingest(store, "s1", turns)
+    await vectorise(store, embed)
+
+    query = "Which Moncayo trail did you recommend?"
+    plain = await recall.Recaller(store, RecallSettings(speaker_share=0), embed).recall(
+        RecallRequest(query=query)
+    )
+    result = await ask(store, embed, query)
+
+    def assistant(answer):
+        return next(hit for hit in answer.memories if hit.role == "assistant")
+
+    assert "speaker" in assistant(result).channels
+    assert assistant(result).score > assistant(plain).score
+    assert "speaker" not in {
+        c for hit in result.memories if hit.role != "assistant" for c in hit.channels
+    }
 
 
 async def test_failing_embedder_falls_back_to_text_channels(store, embed):

@@ -200,6 +200,8 @@ class Analysis(msgspec.Struct):
     fts_terms: list[str] = []  # the quoted phrases that ``fts_query`` ORs, in query order
     hyde: str | None = None
     time_ranges: list[TimeRange] = []
+    names: list[str] = []  # people the query names, lower case: their own turns are favoured
+    asks_assistant: bool = False  # "what did you recommend": the assistant's turns are favoured
 
 
 # ------------------------------------------------------------ query analysis
@@ -402,6 +404,31 @@ def _relative(match: re.Match[str], today: datetime) -> tuple[datetime, datetime
     return centre - slack, centre + slack + day
 
 
+NAME_WORD = re.compile(r"(?<![\w'’])([A-Z][a-z][\w-]*)(?:['’]s)?\b")
+ASKS_ASSISTANT = re.compile(
+    r"\byou(?:'d| had| have)? (?:mention|recommend|suggest|list|creat|propos|explain|describ|"
+    r"shar|nam|provid|said|say|told|tell|gave|give|wrote|write|came up with|come up with)"
+    r"(?:e|ed|d|s)?\b",
+    re.I,
+)
+
+
+def query_names(query: str) -> list[str]:
+    """Capitalised words of the query that may name people, lower case, possessives stripped.
+
+    The first word of the query is capitalised anyway and is skipped, and so are
+    words that carry no topic ("What", "I"); a month or a place that slips
+    through does no harm, since it only ever matches a speaker's name.
+    """
+    names = []
+    for match in NAME_WORD.finditer(query):
+        word = match.group(1).lower()
+        if match.start() == 0 or word in STOPWORDS or word in names:
+            continue
+        names.append(word)
+    return names
+
+
 def analyse(query: str, anchor: datetime | None = None) -> Analysis:
     """Everything the channels need from the query, computed without a model."""
     terms = fts_terms(query)
@@ -411,6 +438,8 @@ def analyse(query: str, anchor: datetime | None = None) -> Analysis:
         topic_keys=query_topic_keys(query),
         hyde=hyde_statement(query),
         time_ranges=time_ranges(query, anchor or utc_now()),
+        names=query_names(query),
+        asks_assistant=bool(ASKS_ASSISTANT.search(query)),
     )
 
 
@@ -512,6 +541,61 @@ def group_by_turn(items: Sequence[Scored]) -> list[Scored]:
     return merged
 
 
+def speaker_of(item: Scored) -> str | None:
+    """Who said the evidence: a name given inside the turn ("Dave: ..."), else its role."""
+    speaker, _ = rules.split_speaker(_content(item))
+    if speaker is not None:
+        return speaker.split()[0].lower()
+    return item.message.role if item.message is not None else None
+
+
+def favour_speakers(items: Sequence[Scored], analysis: Analysis, share: float) -> None:
+    """Lift the turns said by whom the query asks about, by ``share`` of their score.
+
+    "What is Dave's main passion?" is answered by what Dave said far more often
+    than by what was said to him; "what did you recommend" by the assistant.
+    """
+    wanted = set(analysis.names) | ({"assistant"} if analysis.asks_assistant else set())
+    if not wanted or share <= 0:
+        return
+    for item in items:
+        if speaker_of(item) in wanted:
+            item.parts["speaker"] = item.score * share
+
+
+def _session(item: Scored) -> str | None:
+    source = item.memory if item.memory is not None else item.message
+    return source.session_id if source is not None else None
+
+
+def context_lifts(items: Sequence[Scored], window: int, share: float) -> list[float]:
+    """How much each item is lifted by the other found turns around it in its session.
+
+    A conversation talks about one thing for a while: the turn that answers a
+    question is usually close to other turns the channels found (the question,
+    the follow-ups), while a stray match stands alone. Each turn gains ``share``
+    of the scores of the found turns within ``window`` turns of it, the nearer
+    counting more. Scores are taken before any neighbour lift.
+    """
+    lifts = [0.0] * len(items)
+    if window <= 0 or share <= 0 or not items:
+        return lifts
+    by_session: dict[str | None, list[tuple[int, float]]] = {}
+    for item in items:
+        if item.message_seq is not None:
+            by_session.setdefault(_session(item), []).append((item.message_seq, item.score))
+    for index, item in enumerate(items):
+        seq = item.message_seq
+        if seq is None:
+            continue
+        lifts[index] = share * sum(
+            score / abs(other - seq)
+            for other, score in by_session[_session(item)]
+            if other != seq and abs(other - seq) <= window
+        )
+    return lifts
+
+
 def order(items: Sequence[Scored]) -> list[Scored]:
     """Best score first; equal scores: the more recent evidence first."""
     return sorted(items, key=lambda item: (item.score, item.when), reverse=True)
@@ -569,6 +653,7 @@ class Recaller:
         fuse_started = time.perf_counter()
         fused = fuse({**text_rankings, **vector_rankings}, weights, self.settings.rrf_k)
         items = group_by_turn(await self._load(fused, request))
+        favour_speakers(items, analysis, self.settings.speaker_share)
         items = await self._add_neighbours(items, request)
         items = order(items)[: request.limit]
         hits = [_hit(item) for item in items]
@@ -702,17 +787,20 @@ class Recaller:
         """Add the turns next to the strongest ones: an answer often sits beside its question."""
         if not _wants_messages(request) or not items:
             return items
-        top = sorted(items, key=lambda item: item.score, reverse=True)[
-            : self.settings.neighbour_top
-        ]
-        missing = [item.turn_id for item in top if item.message_seq is None]
+        missing = [item.turn_id for item in items if item.message_seq is None]
         found = await self.store.messages_by_id(missing)
-        for item in top:
+        for item in items:
             if item.message_seq is None and item.turn_id in found:
                 item.message_seq, message = found[item.turn_id]
                 item.turn_at = message.created_at
+        lifts = context_lifts(items, self.settings.context_window, self.settings.context_share)
+        top = sorted(items, key=lambda item: item.score, reverse=True)[
+            : self.settings.neighbour_top
+        ]
         parents = {item.message_seq: item for item in top if item.message_seq is not None}
-        adjacent = await self.store.adjacent_messages(list(parents))
+        adjacent = await self.store.adjacent_messages(
+            list(parents), window=self.settings.neighbour_window
+        )
         by_seq = {item.message_seq: item for item in items if item.message_seq is not None}
         new_seqs = {n for ns in adjacent.values() for n in ns if n not in by_seq}
         rows = await self.store.messages_by_seq(sorted(new_seqs))
@@ -722,7 +810,7 @@ class Recaller:
             for seq in neighbours:
                 share = (
                     self.settings.reply_share
-                    if asks and seq > parent_seq
+                    if asks and seq == parent_seq + 1
                     else self.settings.neighbour_share
                 )
                 bonus = parent.score * share
@@ -732,6 +820,12 @@ class Recaller:
                 if seq in by_seq:  # several strong turns around one: keep the largest lift
                     parts = by_seq[seq].parts
                     parts["neighbour"] = max(parts.get("neighbour", 0.0), bonus)
+        # The found turns (the neighbours were appended after them): being near a
+        # strong turn is one reason, so a turn keeps the larger of the two lifts.
+        for item, lift in zip(items, lifts, strict=False):
+            if lift > item.parts.get("neighbour", 0.0):
+                item.parts.pop("neighbour", None)
+                item.parts["context"] = lift
         return items
 
 
