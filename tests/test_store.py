@@ -224,3 +224,17 @@ async def test_deleting_a_session_removes_turns_and_forgets_its_memories(store):
     memories, _ = await store.list_memories()
     assert [m.content for m in memories] == ["My dog is named Pixel."]
     assert await store.search_messages_text('"tofu"', limit=5) == []
+
+
+async def test_a_turn_is_embedded_with_the_start_of_the_turn_before_it(store):
+    await ingest.ingest(store, "a", turns("Which animals do you like?", "I'm drawn to turtles."))
+    await ingest.ingest(store, "b", turns("A new conversation starts here."))
+    texts = [text for _, text in await store.pending_vectors("message_vectors")]
+    assert texts == [
+        "Which animals do you like?",
+        "I'm drawn to turtles.\nWhich animals do you like?",
+        "A new conversation starts here.",  # nothing from session a
+    ]
+    await ingest.ingest(store, "c", turns("x" * 1000, "Short reply."))
+    last = (await store.pending_vectors("message_vectors"))[-1][1]
+    assert last == "Short reply.\n" + "x" * 300

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 COMMON_TERMS_TTL_S = 300.0  # how long a term found in many rows is taken to stay so
 COMMON_TERMS_KEPT = 10_000
+PREVIOUS_TURN_CHARS = 300  # of the turn before, embedded with a turn
 
 # Forward migrations: MIGRATIONS[v] takes a store at version v to v + 1.
 MIGRATIONS: dict[int, str] = {}
@@ -827,7 +828,8 @@ class ProfileStore:
         """Rows still waiting for an embedding: (seq, text to embed).
 
         A memory's text is its content alone, as ``reconcile.embedding_text`` makes it
-        (its search questions serve full-text search); a turn's is its content.
+        (its search questions serve full-text search); a turn's is its content and
+        the start of the turn before it.
         """
         if table == "memory_vectors":
             sql = (
@@ -836,7 +838,17 @@ class ProfileStore:
                 " AND forgotten_at IS NULL ORDER BY seq LIMIT ?"
             )
         else:
-            sql = "SELECT seq, content FROM messages WHERE vectorised = 0 ORDER BY seq LIMIT ?"
+            # A turn is embedded with the start of the turn before it in its session: a
+            # reply ("I'm drawn to turtles") means what it answers ("which animals?").
+            # Looked for among the few seqs before it, where a batch of turns lies.
+            sql = (
+                "SELECT m.seq, m.content || coalesce(char(10) || (SELECT substr(p.content, 1, ?)"
+                " FROM messages p WHERE p.seq BETWEEN m.seq - 8 AND m.seq - 1"
+                " AND +p.session_id = m.session_id ORDER BY p.seq DESC LIMIT 1), '')"
+                " FROM messages m WHERE m.vectorised = 0 ORDER BY m.seq LIMIT ?"
+            )
+            rows = await self._fetchall(sql, (PREVIOUS_TURN_CHARS, limit))
+            return [(row[0], row[1].strip()) for row in rows]
         return [(row[0], row[1].strip()) for row in await self._fetchall(sql, (limit,))]
 
     async def session_messages(
