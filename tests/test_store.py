@@ -238,3 +238,20 @@ async def test_a_turn_is_embedded_with_the_start_of_the_turn_before_it(store):
     await ingest.ingest(store, "c", turns("x" * 1000, "Short reply."))
     last = (await store.pending_vectors("message_vectors"))[-1][1]
     assert last == "Short reply.\n" + "x" * 300
+
+
+async def test_storing_a_vector_twice_replaces_it(store):
+    # the background vectoriser and an ingest can both embed one row
+    await ingest.ingest(store, "s1", turns("A turn embedded twice."))
+    [(seq, _)] = await store.pending_vectors("message_vectors")
+    basis = np.eye(DIM, dtype=np.float32)
+    for vector in (basis[0], basis[1]):
+        async with store.write() as writer:
+            await writer.set_vectors("message_vectors", [(seq, vector)])
+    [(found, distance)] = await store.search_vectors("message_vectors", basis[1], limit=5)
+    assert found == seq and distance == pytest.approx(0.0, abs=1e-6)
+    conn = open_sync(store.path)
+    try:
+        assert conn.execute("SELECT count(*) FROM message_vectors").fetchone()[0] == 1
+    finally:
+        conn.close()

@@ -362,8 +362,13 @@ class StoreWriter:
             rows = [(seq, vec) for seq, vec in rows if seq in live]
         if not rows:
             return
+        # vec0 ignores OR REPLACE: a row the background vectoriser and an ingest both
+        # embedded would fail the second insert, so an existing vector is deleted first.
         await self._conn.executemany(
-            f"INSERT OR REPLACE INTO {table} (rowid, embedding) VALUES (?, ?)",
+            f"DELETE FROM {table} WHERE rowid = ?", [(seq,) for seq, _ in rows]
+        )
+        await self._conn.executemany(
+            f"INSERT INTO {table} (rowid, embedding) VALUES (?, ?)",
             [(seq, _vector_blob(vec)) for seq, vec in rows],
         )
         await self._conn.executemany(
