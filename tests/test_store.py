@@ -226,13 +226,16 @@ async def test_deleting_a_session_removes_turns_and_forgets_its_memories(store):
     assert await store.search_messages_text('"tofu"', limit=5) == []
 
 
-async def test_a_turn_is_embedded_with_the_start_of_the_turn_before_it(store):
-    await ingest.ingest(store, "a", turns("Which animals do you like?", "I'm drawn to turtles."))
+async def test_a_turn_is_embedded_with_the_start_of_the_turns_before_it(store):
+    await ingest.ingest(
+        store, "a", turns("Hi Mel!", "Which animals do you like?", "I'm drawn to turtles.")
+    )
     await ingest.ingest(store, "b", turns("A new conversation starts here."))
     texts = [text for _, text in await store.pending_vectors("message_vectors")]
     assert texts == [
-        "Which animals do you like?",
-        "I'm drawn to turtles.\nWhich animals do you like?",
+        "Hi Mel!",
+        "Which animals do you like?\nHi Mel!",
+        "I'm drawn to turtles.\nWhich animals do you like?\nHi Mel!",
         "A new conversation starts here.",  # nothing from session a
     ]
     await ingest.ingest(store, "c", turns("x" * 1000, "Short reply."))
