@@ -129,8 +129,8 @@ class RecallSettings(Section):
     neighbour_window: int = 2  # how many turns either side of a strong turn join it
     neighbour_share: float = 0.35  # a neighbour's score, as a share of its strong turn's
     reply_share: float = 0.6  # the turn after a question: its likely answer
-    context_window: int = 3  # found turns this close in a session lift each other
-    context_share: float = 0.4
+    context_window: int = 2  # found turns this close in a session lift each other
+    context_share: float = 0.3
     speaker_share: float = 0.5  # a turn said by the person the query names: lifted by this share
     candidates_per_channel: int = 50
     # A full-text channel leaves out the query's commonest terms once the rows they
