@@ -126,6 +126,7 @@ class IngestResult(Schema, kw_only=True):
     messages: MessageCounts
     memories: MemoryCounts
     memory_ids: list[str]
+    latency_ms: dict[str, float] = {}  # per pipeline stage, and total
 
 
 class MemoryPage(Schema, kw_only=True):
@@ -153,6 +154,7 @@ class SessionEnded(Schema, kw_only=True):
     session: Session
     memories: MemoryCounts
     memory_ids: list[str]
+    latency_ms: dict[str, float] = {}  # per pipeline stage, and total
 
 
 class ProfileInfo(Schema, kw_only=True):

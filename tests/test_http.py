@@ -32,6 +32,9 @@ def test_ingest_then_recall_names_pnpm(http, profile_name):
     assert first.status_code == 200, first.text
     assert first.json()["messages"] == {"stored": 1, "duplicates": 0}
     assert first.json()["memories"]["added"] == 2
+    stages = first.json()["latency_ms"]
+    assert {"extract", "reconcile", "write", "total"} <= set(stages)
+    assert stages["total"] >= stages["extract"] + stages["write"] > 0
     recall = http.post(
         f"/v1/profiles/{profile_name}/recall",
         json={"query": "Which package manager does the user prefer?"},

@@ -237,6 +237,19 @@ async def test_neighbour_gate_adds_unrelated_and_skips_near_duplicates(store, em
     assert await store.pending_vectors("memory_vectors") == []  # stored during reconciliation
 
 
+async def test_ingest_reports_the_time_of_each_stage(store, embed):
+    timings: dict[str, float] = {}
+    result = await ingest.ingest(store, "s1", conversation(12), embed=embed, timings=timings)
+    stages = result.latency_ms
+    assert {"ids", "extract", "classify", "reconcile", "embed", "write", "total"} <= set(stages)
+    assert stages["reconcile"] >= stages["embed"] > 0  # the model's share of reconciling
+    parts = sum(ms for stage, ms in stages.items() if stage not in ("embed", "total"))
+    assert parts <= stages["total"]
+    # The caller's accumulator gets the same split, in seconds, without the total.
+    assert timings["extract"] * 1000 == pytest.approx(stages["extract"], abs=0.01)
+    assert "total" not in timings
+
+
 async def test_consolidating_a_session_extracts_appended_turns(store):
     rows = ingest.build_messages("s1", [user("I switched my editor to Helix last week.")])
     async with store.write() as writer:

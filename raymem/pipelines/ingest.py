@@ -24,6 +24,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 
+import numpy as np
+
 from raymem.models.generator import Chunk, Extracted, Generator
 from raymem.models.rules import Candidate
 from raymem.pipelines import classify, extract, reconcile, temporal, verify
@@ -182,15 +184,31 @@ async def ingest(
         embed: texts -> unit vectors, for the neighbour check of reconciliation;
             None skips it (topic keys and exact duplicates still reconcile).
         timings: stage name -> seconds, accumulated when given (benchmarks).
+
+    Returns:
+        The counts, the new memory ids, and ``latency_ms``: milliseconds per stage
+        (ids, extract, classify, reconcile, of which embed, write, vectors) and total.
     """
+    started = time.perf_counter()
+    spent: Timings = {}
     rows = build_messages(session_id, messages)
-    with _timed(timings, "ids"):
+    with _timed(spent, "ids"):
         known = await store.existing_message_ids([row.id for row in rows])
         fresh = list({row.id: row for row in rows if row.id not in known}.values())
-    candidates = await extract_candidates(fresh, generator=generator, timings=timings)
+    candidates = await extract_candidates(fresh, generator=generator, timings=spent)
     reconciled, stored = await _reconcile_and_write(
-        store, rows, candidates, session_id, generator=generator, embed=embed, timings=timings
+        store,
+        rows,
+        candidates,
+        session_id,
+        generator=generator,
+        embed=_timed_embed(embed, spent),
+        timings=spent,
     )
+    if timings is not None:
+        for stage, seconds in spent.items():
+            timings[stage] = timings.get(stage, 0.0) + seconds
+    spent["total"] = time.perf_counter() - started
     return IngestResult(
         session_id=session_id,
         messages=MessageCounts(stored=len(stored), duplicates=len(rows) - len(stored)),
@@ -200,7 +218,24 @@ async def ingest(
             duplicates=reconciled.duplicates,
         ),
         memory_ids=reconciled.added,
+        latency_ms={stage: round(seconds * 1000, 3) for stage, seconds in spent.items()},
     )
+
+
+def _timed_embed(embed: EmbedFn | None, timings: Timings) -> EmbedFn | None:
+    """``embed``, with the time spent in it added to ``timings["embed"]``.
+
+    Reconciliation embeds the new memories to find their neighbours, so its
+    stage includes this time; the split shows how much of it the model took.
+    """
+    if embed is None:
+        return None
+
+    async def timed(texts: list[str]) -> np.ndarray:
+        with _timed(timings, "embed"):
+            return await embed(texts)
+
+    return timed
 
 
 async def _reconcile_and_write(

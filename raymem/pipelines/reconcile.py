@@ -61,22 +61,26 @@ def embedding_text(candidate: Candidate) -> str:
     return candidate.content.strip()
 
 
-async def _neighbours(store: ProfileStore, vector: np.ndarray) -> list[Neighbour]:
-    hits = await store.search_vectors("memory_vectors", vector, limit=NEIGHBOURS)
-    memories = await store.memories_by_seq([seq for seq, _ in hits])
+async def _neighbours(store: ProfileStore, vectors: Sequence[np.ndarray]) -> list[list[Neighbour]]:
+    """The current stored memories nearest each vector, nearest first; one row read for all."""
+    hits = [await store.search_vectors("memory_vectors", v, limit=NEIGHBOURS) for v in vectors]
+    memories = await store.memories_by_seq(sorted({seq for found in hits for seq, _ in found}))
     out = []
-    for seq, distance in hits:
-        memory = memories.get(seq)
-        if memory is None or memory.superseded_by or memory.forgotten_at:
-            continue  # a vector deleted after the search started
-        out.append(
-            Neighbour(
-                id=memory.id,
-                content=memory.content,
-                similarity=1.0 - float(distance),
-                topic_key=memory.topic_key,
+    for found in hits:
+        near = []
+        for seq, distance in found:
+            memory = memories.get(seq)
+            if memory is None or memory.superseded_by or memory.forgotten_at:
+                continue  # a vector deleted after the search started
+            near.append(
+                Neighbour(
+                    id=memory.id,
+                    content=memory.content,
+                    similarity=1.0 - float(distance),
+                    topic_key=memory.topic_key,
+                )
             )
-        )
+        out.append(near)
     return out
 
 
@@ -123,8 +127,10 @@ async def plan(
         return result
     vectors = await embed(texts)
     result.vectors = dict(zip(texts, vectors, strict=True))
-    for index in checked:
-        near = await _neighbours(store, result.vectors[embedding_text(candidates[index])])
+    nearest = await _neighbours(
+        store, [result.vectors[embedding_text(candidates[i])] for i in checked]
+    )
+    for index, near in zip(checked, nearest, strict=True):
         if not near or near[0].similarity < gate:
             result.decisions[index] = Decision(action="add")
             continue
