@@ -88,6 +88,9 @@ class ModelSettings(Section):
     generator_min_replicas: int = 1
     generator_max_replicas: int = 1
     generator_target_ongoing_requests: int = 4
+    # transformers: prompt prefixes whose key/value states a replica keeps for reuse;
+    # with more than 0, a profile's calls go to one replica (Serve model multiplexing).
+    generator_prompt_cache_entries: int = 8
     # Compare new memories with their nearest stored neighbours by embedding before
     # writing them (near-duplicates, paraphrased updates). Off: only exact duplicates
     # and topic keys reconcile, and ingest skips an embedding round trip.

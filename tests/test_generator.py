@@ -19,9 +19,11 @@ from raymem.models.generator import (
     OpenAIChat,
     RulesGenerator,
     TransformersChat,
+    extract_prompt,
     make_generator,
     parse_extract_answer,
 )
+from raymem.models.prompt_cache import PromptCache, shared_prefix_length
 
 
 def chunk_of(*texts: str, role: str = "user") -> Chunk:
@@ -194,6 +196,86 @@ async def test_transformers_backend_generates_and_its_nonsense_is_malformed(tiny
         await generator.extract(chunk_of("Use pnpm, not npm."))
 
 
+def test_shared_prefix_leaves_every_row_a_token_of_its_own():
+    assert shared_prefix_length([[1, 2, 3, 4], [1, 2, 9]]) == 2
+    assert shared_prefix_length([[1, 2, 3], [1, 2, 3]]) == 2
+    assert shared_prefix_length([[5, 1], [6, 1]]) == 0
+    assert shared_prefix_length([[1, 2, 3, 4]]) == 3
+    assert shared_prefix_length([]) == 0
+
+
+def twin_chats(tiny_lm: Path) -> tuple[TransformersChat, TransformersChat]:
+    """The tiny LM twice, with and without the prompt cache, with the same less uniform weights.
+
+    Random initial weights answer every prompt with the same few tokens; a
+    seeded perturbation makes answers depend on the prompt, so a wrong reuse of
+    states would show.
+    """
+    import torch
+
+    cached = TransformersChat(str(tiny_lm), device="cpu", threads=1, prompt_cache_entries=4)
+    plain = TransformersChat(str(tiny_lm), device="cpu", threads=1, prompt_cache_entries=0)
+    generator = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for a, b in zip(cached._model.parameters(), plain._model.parameters(), strict=True):
+            noise = torch.randn(a.shape, generator=generator) * 0.5
+            a.add_(noise)
+            b.add_(noise)
+    return cached, plain
+
+
+def test_prompt_cache_answers_as_without_it_and_skips_shared_tokens(tiny_lm):
+    cached, plain = twin_chats(tiny_lm)
+    chunks = [
+        chunk_of("Use pnpm, not npm.", "We deployed v2.3 yesterday."),
+        chunk_of("My sister Ana lives in Lisbon and works as a nurse."),
+    ]
+    batches = [
+        [extract_prompt(chunks[0], "full"), extract_prompt(chunks[1], "full")],  # system prompt
+        [extract_prompt(chunks[0], "detail")],  # the transcript of the first chunk again
+        [extract_prompt(chunks[1], "detail"), extract_prompt(chunks[1], "full")],
+    ]
+    computed = []
+    for batch in batches:
+        before = cached.prompt_cache.computed_tokens
+        assert cached.complete_batch(batch, max_tokens=6) == plain.complete_batch(
+            batch, max_tokens=6
+        )
+        computed.append(cached.prompt_cache.computed_tokens - before)
+    stats = cached.prompt_cache
+    assert stats.prompt_tokens == plain.prompt_cache.prompt_tokens
+    assert stats.computed_tokens < stats.prompt_tokens / 2
+    assert plain.prompt_cache.computed_tokens == plain.prompt_cache.prompt_tokens
+    # The detail pass over a chunk whose full pass ran before computes only its task line.
+    detail_alone = len(cached._tokenizer(cached._prompt(batches[1][0]))["input_ids"])
+    assert computed[1] < detail_alone / 4
+
+
+def test_prompt_cache_keeps_the_latest_prefixes(tiny_lm):
+    import torch
+
+    chat = TransformersChat(str(tiny_lm), device="cpu", threads=1)
+    model = chat._model
+
+    def states_of(ids: list[int]):
+        with torch.inference_mode():
+            return model(input_ids=torch.tensor([ids]), use_cache=True).past_key_values
+
+    cache = PromptCache(entries=2)
+    first, second, third = ([n] * 40 for n in (3, 4, 5))
+    for ids in (first, second):
+        cache.keep(ids, states_of(ids))
+    assert cache.lookup([*first, 9])[0] == 40
+    cache.keep(third, states_of(third))  # the least recently used one, second, goes
+    assert cache.lookup([*second, 9]) == (0, None)
+    longer = first + [6] * 20
+    cache.keep(longer, states_of(longer))  # holds all of first: first's entry goes
+    assert len(cache) == 2
+    length, states = cache.lookup([*first, 7, 7, 7, 7, 7])
+    assert length == 40 and states.get_seq_length() == 40  # cut to what is shared
+    assert cache.lookup([3] * 10) == (0, None)  # too short a match to be worth it
+
+
 @pytest.fixture
 def private_ray():
     """A private local Ray for one Serve test (reused if the session already started one)."""
@@ -246,3 +328,38 @@ def test_rules_never_call_texts_with_different_values_duplicates():
     ]
     assert decide_by_rules("Locker number 15 is mine.", near).action == "add"
     assert decide_by_rules("Locker number 14 is mine!", near).action == "duplicate"
+
+
+def test_generator_pool_keeps_a_profile_on_one_replica(tiny_lm, private_ray):
+    serve = private_ray
+    models = ModelSettings(
+        generator="transformers",
+        generator_model=str(tiny_lm),
+        generator_threads=1,
+        generator_min_replicas=2,
+        generator_max_replicas=2,
+    )
+    options = generator_options(models)
+    options["ray_actor_options"]["num_cpus"] = 0  # two replicas beside the session's apps
+    app = GeneratorPool.options(**options).bind(models)
+    handle = serve.run(app, name="raymem-generator-test", route_prefix=None)
+    chat = TransformersChat(str(tiny_lm), device="cpu", threads=1)
+    chats = [extract_prompt(chunk_of(f"Line {i} says something new."), "full") for i in range(6)]
+    sent = sum(len(chat._tokenizer(chat._prompt(c))["input_ids"]) for c in chats)
+    generator = pool_generator(handle, models, profile="acme/alice")
+    stats_of_alice = handle.options(multiplexed_model_id="acme/alice").prompt_cache_stats
+
+    async def ask() -> tuple[dict, dict]:
+        await generator._chat.complete(chats[0], max_tokens=2)  # alice gets a replica
+        await asyncio.sleep(2)  # the replica reports what it holds to the routers
+        before = await stats_of_alice.remote()
+        for messages in chats[1:]:
+            await generator._chat.complete(messages, max_tokens=2)
+        return before, await stats_of_alice.remote()
+
+    before, after = asyncio.run(ask())
+    assert before["replica"] == after["replica"]
+    first = len(chat._tokenizer(chat._prompt(chats[0]))["input_ids"])
+    # Every later call landed on alice's replica, and most of each prompt came from its cache.
+    assert after["prompt_tokens"] - before["prompt_tokens"] == sent - first
+    assert after["computed_tokens"] - before["computed_tokens"] < (sent - first) / 2

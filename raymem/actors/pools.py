@@ -70,6 +70,9 @@ def embedder_options(models: ModelSettings) -> dict[str, Any]:
 # ------------------------------------------------------------------ generator
 
 GENERATOR_DEPLOYMENT = "Generator"
+#: Profiles a Generator replica is recorded as serving (least recently used out);
+#: beyond them a profile's next call may go to any replica.
+PROFILES_PER_REPLICA = 256
 
 
 @serve.deployment(name=GENERATOR_DEPLOYMENT, max_ongoing_requests=64)
@@ -81,14 +84,14 @@ class GeneratorPool:
     it through ``pool_generator(handle, models)``. With the ``rules`` backend no
     pool is deployed: the actor runs the rules in-process (no pool hop).
 
-    Affinity (not built yet): a backend with a prompt (KV) cache, such as vLLM's
-    prefix caching or a transformers model keeping past key values, would gain
-    from sending one profile's calls to one replica, since consecutive chunks of
-    a conversation share the system prompt and overlapping turns. Serve's model
-    multiplexing provides that routing: decorate a per-profile loader with
-    ``@serve.multiplexed`` and call ``handle.options(multiplexed_model_id=profile)``;
-    Serve then prefers the replica that already holds that id. The system prompt
-    is identical for every call, so even without affinity every replica reuses it.
+    Affinity: a ``transformers`` replica keeps the key/value states of recent
+    prompt prefixes (``PromptCache``), and a profile's consecutive chunks share
+    the system prompt and, between the full and the detail pass, the transcript.
+    Callers therefore tag each call with their profile (``multiplexed_model_id``)
+    and Serve routes a profile's calls to the replica that served it before,
+    while it has capacity. Serve batches only calls with the same tag together.
+    With ``generator_prompt_cache_entries = 0`` calls are untagged and any
+    replica batches any profiles' prompts.
     """
 
     def __init__(self, models: ModelSettings) -> None:
@@ -98,7 +101,29 @@ class GeneratorPool:
 
     async def complete(self, messages: list[dict[str, str]], max_tokens: int) -> str:
         """The model's answer to one chat; batched with concurrent callers."""
+        profile = serve.get_multiplexed_model_id()
+        if profile:
+            await self._hold_profile(profile)
         return await self._complete_batched((messages, max_tokens))
+
+    async def prompt_cache_stats(self) -> dict[str, Any]:
+        """This replica's prompt tokens seen and computed (the rest came from its cache)."""
+        cache = getattr(self._chat, "prompt_cache", None)
+        return {
+            "replica": serve.get_replica_context().replica_id.unique_id,
+            "prompt_tokens": cache.prompt_tokens if cache else 0,
+            "computed_tokens": cache.computed_tokens if cache else 0,
+            "prefixes_held": len(cache) if cache else 0,
+        }
+
+    @serve.multiplexed(max_num_models_per_replica=PROFILES_PER_REPLICA)
+    async def _hold_profile(self, profile: str) -> str:
+        """Mark this replica as the one serving ``profile``; nothing is loaded.
+
+        The record is what Serve's router reads to send the profile's next call
+        here, where the prompt cache holds its recent prefixes.
+        """
+        return profile
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.01)
     async def _complete_batched(
@@ -131,24 +156,33 @@ def generator_options(models: ModelSettings) -> dict[str, Any]:
 
 
 class PoolChat:
-    """A ``ChatModel`` that calls the Generator pool through its deployment handle."""
+    """A ``ChatModel`` that calls the Generator pool through its deployment handle.
 
-    def __init__(self, handle: Any) -> None:
-        self._handle = handle
+    Args:
+        handle: the pool's deployment handle.
+        profile: tags every call, so the pool keeps this profile on one replica;
+            empty: no affinity.
+    """
+
+    def __init__(self, handle: Any, profile: str = "") -> None:
+        self._handle = handle.options(multiplexed_model_id=profile) if profile else handle
 
     async def complete(self, messages: list[dict[str, str]], *, max_tokens: int) -> str:
         return str(await self._handle.complete.remote(messages, max_tokens))
 
 
-def pool_generator(handle: Any, models: ModelSettings) -> LLMGenerator:
+def pool_generator(handle: Any, models: ModelSettings, profile: str = "") -> LLMGenerator:
     """The Generator a profile actor uses with a model backend: prompts here, model in the pool.
 
     Args:
         handle: ``serve.get_deployment_handle(GENERATOR_DEPLOYMENT, app_name=...)``.
         models: the model settings (backend name, ``generator_max_tokens``).
+        profile: the calling profile, for replica affinity when the pool keeps a
+            prompt cache (``generator_prompt_cache_entries`` > 0).
     """
+    affinity = profile if models.generator_prompt_cache_entries > 0 else ""
     return LLMGenerator(
-        PoolChat(handle),
+        PoolChat(handle, affinity),
         name=models.generator,
         max_tokens=int(models.generator_max_tokens),
     )

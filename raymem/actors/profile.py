@@ -146,7 +146,7 @@ class ProfileActor:
         if models.generator == "openai":
             return make_generator(models)  # the endpoint is called from here directly
         handle = serve.get_deployment_handle(GENERATOR_DEPLOYMENT, app_name=self.settings.app_name)
-        return pool_generator(handle, models)
+        return pool_generator(handle, models, profile=self.name)
 
     async def _embed(self, texts: list[str]) -> np.ndarray:
         return await self._embedder.embed.remote(texts)

@@ -16,6 +16,7 @@ result for that chunk, so a bad model answer never fails an ingest.
 """
 
 import asyncio
+import copy
 import json
 import logging
 import os
@@ -26,6 +27,7 @@ import msgspec
 
 from raymem.config import ModelSettings
 from raymem.models import rules
+from raymem.models.prompt_cache import MIN_SHARED_TOKENS, PromptCache, shared_prefix_length
 
 log = logging.getLogger(__name__)
 
@@ -242,9 +244,11 @@ attribute of the same subject as the target. add: anything else."""
 def extract_prompt(chunk: Chunk, focus: Focus) -> list[ChatMessage]:
     """The chat messages asking a model to extract memories from a chunk."""
     task = DETAIL_FOCUS if focus == "detail" else "Extract every memory worth keeping."
+    # The task comes last: both passes over a chunk then start with the same
+    # tokens, which a backend with a prompt cache computes once.
     return [
         {"role": "system", "content": EXTRACT_SYSTEM},
-        {"role": "user", "content": f"{task}\n\nTranscript:\n{chunk.render()}"},
+        {"role": "user", "content": f"Transcript:\n{chunk.render()}\n\n{task}"},
     ]
 
 
@@ -415,15 +419,25 @@ class TransformersChat:
     """A Hugging Face causal LM, greedy decoding; located by hub id or local directory.
 
     Generation blocks: ``complete`` runs it in a thread; the Generator pool calls
-    ``complete_batch`` with the prompts of concurrent callers.
+    ``complete_batch`` with the prompts of concurrent callers. The key/value
+    states of the tokens a batch's prompts share are computed once and kept in a
+    ``PromptCache`` for the next batch (``prompt_cache_entries``: 0 turns it off).
 
     Args:
         name: a hub repository id or a local directory.
         device: ``cpu``, ``cuda`` or None (cuda when available).
         threads: torch CPU threads (0: leave torch's default).
+        prompt_cache_entries: prompt prefixes whose states are kept.
     """
 
-    def __init__(self, name: str, *, device: str | None = None, threads: int = 0) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        device: str | None = None,
+        threads: int = 0,
+        prompt_cache_entries: int = 8,
+    ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -439,6 +453,7 @@ class TransformersChat:
         if self._tokenizer.pad_token is None:
             self._tokenizer.pad_token = self._tokenizer.eos_token
         self._model = AutoModelForCausalLM.from_pretrained(str(path)).to(self.device).eval()
+        self.prompt_cache = PromptCache(prompt_cache_entries)
 
     def _prompt(self, messages: list[ChatMessage]) -> str:
         if getattr(self._tokenizer, "chat_template", None):
@@ -455,16 +470,65 @@ class TransformersChat:
         import torch
 
         prompts = [self._prompt(messages) for messages in batch]
-        inputs = self._tokenizer(prompts, return_tensors="pt", padding=True).to(self.device)
+        rows = [list(ids) for ids in self._tokenizer(prompts)["input_ids"]]
+        shared = shared_prefix_length(rows) if self.prompt_cache.entries > 0 else 0
+        if shared >= MIN_SHARED_TOKENS:
+            inputs, states, computed = self._with_shared_states(rows, shared)
+        else:
+            inputs = self._tokenizer(prompts, return_tensors="pt", padding=True).to(self.device)
+            states, computed = None, sum(len(row) for row in rows)
+        self.prompt_cache.count(sum(len(row) for row in rows), computed)
         with torch.inference_mode():
             output = self._model.generate(
                 **inputs,
+                past_key_values=states,
                 max_new_tokens=max_tokens,
                 do_sample=False,
                 pad_token_id=self._tokenizer.pad_token_id,
             )
         new_tokens = output[:, inputs["input_ids"].shape[1] :]
         return [str(t) for t in self._tokenizer.batch_decode(new_tokens, skip_special_tokens=True)]
+
+    def _with_shared_states(
+        self, rows: list[list[int]], shared: int
+    ) -> tuple[dict[str, Any], Any, int]:
+        """Inputs whose first ``shared`` tokens come with their states already computed.
+
+        The states of the shared part come from the cache where it holds them and
+        are computed (once for the whole batch) where it does not. Each row is
+        then padded in the middle: shared part, padding, its own tokens.
+
+        Returns:
+            The generate inputs, the states for the batch, and how many prompt
+            tokens had to be computed.
+        """
+        import torch
+
+        prefix = rows[0][:shared]
+        held, states = self.prompt_cache.lookup(prefix)
+        with torch.inference_mode():
+            if held < shared:
+                rest = torch.tensor([prefix[held:]], device=self.device)
+                states = self._model(input_ids=rest, past_key_values=states, use_cache=True)
+                states = states.past_key_values
+        self.prompt_cache.keep(prefix, states)
+        longest = max(len(row) - shared for row in rows)
+        ids, mask = [], []
+        pad = int(self._tokenizer.pad_token_id)
+        for row in rows:
+            own = row[shared:]
+            gap = longest - len(own)
+            ids.append(prefix + [pad] * gap + own)
+            mask.append([1] * shared + [0] * gap + [1] * len(own))
+        states = copy.deepcopy(states)  # generate extends it; the cache keeps its own copy
+        if len(rows) > 1:
+            states.batch_repeat_interleave(len(rows))
+        inputs = {
+            "input_ids": torch.tensor(ids, device=self.device),
+            "attention_mask": torch.tensor(mask, device=self.device),
+        }
+        computed = (shared - held) + sum(len(row) - shared for row in rows)
+        return inputs, states, computed
 
     async def complete(self, messages: list[ChatMessage], *, max_tokens: int) -> str:
         [text] = await asyncio.to_thread(self.complete_batch, [messages], max_tokens=max_tokens)
@@ -498,7 +562,12 @@ def make_chat_model(models: ModelSettings) -> ChatModel:
         if not name:
             raise ValueError("models.generator = 'transformers' needs models.generator_model")
         device = "cuda" if models.num_gpus > 0 else "cpu"
-        return TransformersChat(name, device=device, threads=models.generator_threads)
+        return TransformersChat(
+            name,
+            device=device,
+            threads=models.generator_threads,
+            prompt_cache_entries=models.generator_prompt_cache_entries,
+        )
     raise ValueError(f"Unknown generator backend {backend!r}")
 
 
