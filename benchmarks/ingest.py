@@ -1,6 +1,6 @@
 """Ingest throughput and extraction coverage on LoCoMo, with the embedded default generator.
 
-Three measurements, each on fresh real SQLite stores:
+Four measurements, each on fresh real SQLite stores:
 
 1. raw turns stored: ``StoreWriter.insert_messages`` per session (messages/s);
 2. the pipeline (``raymem.pipelines.ingest.ingest``) with the real embedder as the
@@ -11,8 +11,9 @@ Three measurements, each on fresh real SQLite stores:
 3. extraction coverage: the share of LoCoMo QA evidence turns (``qa[].evidence``)
    from which at least one memory was extracted;
 4. end to end through the API: a local raymem server (Ray Serve, HTTP), one
-   ingest request per session, timed until the profile actor has embedded every
-   memory and turn (``--skip-api`` leaves this out).
+   ingest request per session, timed until the profile actors have embedded every
+   memory and turn; once with one conversation at a time and once with four
+   profiles at once (``--api-concurrency``; ``--skip-api`` leaves this out).
 
     python benchmarks/ingest.py ../shared/data/locomo10.json [--limit-conversations 10]
         [--threads 2] [--precision auto|float32|bfloat16|int8]
@@ -151,40 +152,56 @@ async def run(
     }
 
 
-def through_api(path: Path, limit: int, threads: int) -> dict[str, Any]:
-    """Every conversation into its own profile over HTTP, until all is vectorised."""
+def through_api(path: Path, limit: int, threads: int, concurrency: int) -> dict[str, Any]:
+    """Every conversation into its own profile over HTTP, until all is vectorised.
+
+    Each conversation's sessions go one request at a time, in order; up to
+    ``concurrency`` conversations (profiles) are sent at once, as several agents
+    would, so the server can overlap one profile's waiting with another's work.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     from _common import raymem_server, wait_vectorised
 
     data = json.loads(path.read_text())[:limit]
-    messages = memories = 0
     request_s: list[float] = []
     stage_ms: dict[str, float] = {}  # the pipeline's own split, summed over requests
+    counts = {"messages": 0, "memories": 0}
+
+    def profile_name(sample: dict[str, Any]) -> str:
+        return f"locomo-{sample['sample_id']}".replace("_", "-")
+
+    def send(client: Any, sample: dict[str, Any]) -> None:
+        profile = client.get_profile(profile_name(sample))
+        for key, session_start, turns in sessions(sample["conversation"]):
+            batch = [
+                {
+                    "role": "user",
+                    "content": turn_text(turn),
+                    "created_at": session_start.isoformat() + "Z",
+                }
+                for turn in turns
+            ]
+            sent = time.perf_counter()
+            result = profile.ingest(batch, session_id=key)
+            request_s.append(time.perf_counter() - sent)
+            counts["messages"] += result.messages.stored
+            counts["memories"] += result.memories.added
+            for stage, ms in result.latency_ms.items():
+                stage_ms[stage] = stage_ms.get(stage, 0.0) + ms
+
     with raymem_server(embedder_threads=threads) as (client, settings):
         client.get_profile("warm-up").remember("The server is warm.")  # models loaded
         started = time.perf_counter()
-        for sample in data:
-            profile = client.get_profile(f"locomo-{sample['sample_id']}".replace("_", "-"))
-            for key, session_start, turns in sessions(sample["conversation"]):
-                batch = [
-                    {
-                        "role": "user",
-                        "content": turn_text(turn),
-                        "created_at": session_start.isoformat() + "Z",
-                    }
-                    for turn in turns
-                ]
-                sent = time.perf_counter()
-                result = profile.ingest(batch, session_id=key)
-                request_s.append(time.perf_counter() - sent)
-                for stage, ms in result.latency_ms.items():
-                    stage_ms[stage] = stage_ms.get(stage, 0.0) + ms
-                messages += result.messages.stored
-                memories += result.memories.added
+        with ThreadPoolExecutor(max(1, concurrency)) as pool:
+            list(pool.map(lambda sample: send(client, sample), data))
         acknowledged_s = time.perf_counter() - started
         for sample in data:
-            wait_vectorised(settings, f"locomo-{sample['sample_id']}".replace("_", "-"))
+            wait_vectorised(settings, profile_name(sample))
         vectorised_s = time.perf_counter() - started
+    messages, memories = counts["messages"], counts["memories"]
     return {
+        "concurrency": concurrency,
         "messages": messages,
         "memories": memories,
         "messages_per_s_acknowledged": messages / acknowledged_s,
@@ -192,7 +209,8 @@ def through_api(path: Path, limit: int, threads: int) -> dict[str, Any]:
         "messages_per_s_vectorised": messages / vectorised_s,
         "memories_per_s_vectorised": memories / vectorised_s,
         "session_request_s_p50": sorted(request_s)[len(request_s) // 2],
-        # Request time outside the pipeline: HTTP, the Serve proxy, the ingress, the actor call.
+        # Request time outside the pipeline: HTTP, the Serve proxy, the ingress, the
+        # actor call, and waiting behind other requests.
         "outside_pipeline_s": round(sum(request_s) - stage_ms.get("total", 0.0) / 1000, 3),
         "stage_s": {stage: round(ms / 1000, 3) for stage, ms in stage_ms.items()},
         "acknowledged_s": round(acknowledged_s, 2),
@@ -236,11 +254,10 @@ def print_table(result: dict[str, Any]) -> None:
         "(embed: the model's share of reconcile; embed (all stages): of reconcile,"
         " vectorise_rest and turn_vectors)"
     )
-    api = result.get("api")
-    if api:
+    for api in result.get("api", []):
         print(
-            f"\nthrough the API (HTTP, Serve, profile actors): {api['messages']:,} turns,"
-            f" {api['memories']:,} memories"
+            f"\nthrough the API (HTTP, Serve, profile actors), {api['concurrency']} conversation(s)"
+            f" at a time: {api['messages']:,} turns, {api['memories']:,} memories"
         )
         print(
             f"  acknowledged: {api['messages_per_s_acknowledged']:,.0f} turns/s,"
@@ -275,13 +292,22 @@ def main() -> None:
     )
     parser.add_argument("--batch-size", type=int, default=64, help="texts per forward pass")
     parser.add_argument("--skip-api", action="store_true", help="leave out the HTTP measurement")
+    parser.add_argument(
+        "--api-concurrency",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[1, 4],
+        help="conversations sent at once through the API, one run each (e.g. 1,4)",
+    )
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     result = asyncio.run(
         run(args.locomo, args.limit_conversations, args.threads, args.precision, args.batch_size)
     )
     if not args.skip_api:
-        result["api"] = through_api(args.locomo, args.limit_conversations, args.threads)
+        result["api"] = [
+            through_api(args.locomo, args.limit_conversations, args.threads, concurrency)
+            for concurrency in args.api_concurrency
+        ]
     print_table(result)
     RESULTS_DIR.mkdir(exist_ok=True)
     out = RESULTS_DIR / f"ingest-{time.strftime('%Y%m%d-%H%M%S')}.json"
