@@ -9,6 +9,7 @@ from raymem.errors import MemoryNotFound
 from raymem.pipelines import ingest
 from raymem.store import ProfileStore, message_id, to_db_time, utc_now
 from raymem.store.connection import open_sync
+from raymem.store.store import CONTEXT_CHARS
 from raymem.types import MessageIn
 
 DIM = 8
@@ -240,7 +241,7 @@ async def test_a_turn_is_embedded_with_the_start_of_the_turns_before_it(store):
     ]
     await ingest.ingest(store, "c", turns("x" * 1000, "Short reply."))
     last = (await store.pending_vectors("message_vectors"))[-1][1]
-    assert last == "Short reply.\n" + "x" * 300
+    assert last == "Short reply.\n" + "x" * CONTEXT_CHARS  # only the start of a long turn
 
 
 async def test_storing_a_vector_twice_replaces_it(store):
