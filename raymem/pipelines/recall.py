@@ -700,41 +700,69 @@ class Recaller:
         self, request: RecallRequest, analysis: Analysis, timings: dict[str, float]
     ) -> dict[str, list[tuple[str, int]]]:
         started = time.perf_counter()
-        limit = max(self.settings.candidates_per_channel, request.limit)
-        rankings: dict[str, list[tuple[str, int]]] = {}
-        if analysis.topic_keys and (
-            not request.types or {"fact", "instruction"} & set(request.types)
-        ):
-            seqs = await self.store.current_by_topic(analysis.topic_keys)
-            rankings["topic_key"] = [("memory", seq) for seq in seqs]
-        memory_query = await self._budgeted_query("memories", analysis.fts_terms)
-        if memory_query is not None:
-            seqs = await self.store.search_memories_text(
-                memory_query, limit=limit, types=request.types, session_id=request.session_id
-            )
-            rankings["memory_fts"] = [("memory", seq) for seq in seqs]
-        message_query = None
-        if _wants_messages(request):
-            message_query = await self._budgeted_query("messages", analysis.fts_terms)
-        if message_query is not None:
-            seqs = await self.store.search_messages_text(
-                message_query, limit=limit, session_id=request.session_id
-            )
-            rankings["message_fts"] = [("message", seq) for seq in seqs]
-            in_range: list[tuple[str, int]] = []
-            for period in analysis.time_ranges:
-                seqs = await self.store.search_messages_between(
-                    message_query,
-                    to_db_time(period.start),
-                    to_db_time(period.end),
-                    limit=limit,
-                    session_id=request.session_id,
-                )
-                in_range.extend(("message", seq) for seq in seqs)
-            if in_range:
-                rankings["message_time"] = list(dict.fromkeys(in_range))
+        # The branches' statements queue on the store's connection together rather
+        # than one round trip after another.
+        parts = await asyncio.gather(
+            self._topic_channel(request, analysis),
+            self._memory_text_channel(request, analysis),
+            self._message_text_channels(request, analysis),
+        )
         timings["text_channels"] = _ms(started)
+        return {name: ranking for part in parts for name, ranking in part.items()}
+
+    async def _topic_channel(
+        self, request: RecallRequest, analysis: Analysis
+    ) -> dict[str, list[tuple[str, int]]]:
+        if not analysis.topic_keys or (
+            request.types and not {"fact", "instruction"} & set(request.types)
+        ):
+            return {}
+        seqs = await self.store.current_by_topic(analysis.topic_keys)
+        return {"topic_key": [("memory", seq) for seq in seqs]}
+
+    async def _memory_text_channel(
+        self, request: RecallRequest, analysis: Analysis
+    ) -> dict[str, list[tuple[str, int]]]:
+        memory_query = await self._budgeted_query("memories", analysis.fts_terms)
+        if memory_query is None:
+            return {}
+        seqs = await self.store.search_memories_text(
+            memory_query,
+            limit=self._limit(request),
+            types=request.types,
+            session_id=request.session_id,
+        )
+        return {"memory_fts": [("memory", seq) for seq in seqs]}
+
+    async def _message_text_channels(
+        self, request: RecallRequest, analysis: Analysis
+    ) -> dict[str, list[tuple[str, int]]]:
+        if not _wants_messages(request):
+            return {}
+        message_query = await self._budgeted_query("messages", analysis.fts_terms)
+        if message_query is None:
+            return {}
+        limit = self._limit(request)
+        seqs = await self.store.search_messages_text(
+            message_query, limit=limit, session_id=request.session_id
+        )
+        rankings = {"message_fts": [("message", seq) for seq in seqs]}
+        in_range: list[tuple[str, int]] = []
+        for period in analysis.time_ranges:
+            seqs = await self.store.search_messages_between(
+                message_query,
+                to_db_time(period.start),
+                to_db_time(period.end),
+                limit=limit,
+                session_id=request.session_id,
+            )
+            in_range.extend(("message", seq) for seq in seqs)
+        if in_range:
+            rankings["message_time"] = list(dict.fromkeys(in_range))
         return rankings
+
+    def _limit(self, request: RecallRequest) -> int:
+        return max(self.settings.candidates_per_channel, request.limit)
 
     async def _budgeted_query(self, table: str, phrases: Sequence[str]) -> str | None:
         """An FTS5 query over ``table`` without the phrases too common to be worth scoring."""
@@ -765,8 +793,10 @@ class Recaller:
 
     async def _load(self, fused: list[Candidate], request: RecallRequest) -> list[Scored]:
         """Rows for the fused candidates, filtered by type, session and supersession."""
-        memories = await self.store.memories_by_seq([c.seq for c in fused if c.kind == "memory"])
-        messages = await self.store.messages_by_seq([c.seq for c in fused if c.kind == "message"])
+        memories, messages = await asyncio.gather(
+            self.store.memories_by_seq([c.seq for c in fused if c.kind == "memory"]),
+            self.store.messages_by_seq([c.seq for c in fused if c.kind == "message"]),
+        )
         items = []
         for candidate in fused:
             if candidate.kind == "memory":
