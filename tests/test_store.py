@@ -259,3 +259,13 @@ async def test_storing_a_vector_twice_replaces_it(store):
         assert conn.execute("SELECT count(*) FROM message_vectors").fetchone()[0] == 1
     finally:
         conn.close()
+
+
+async def test_latest_activity_follows_each_new_session(store):
+    assert await store.latest_activity() is None
+    april, may = datetime(2026, 4, 1, tzinfo=UTC), datetime(2026, 5, 1, tzinfo=UTC)
+    await ingest.ingest(store, "a", [MessageIn(role="user", content="Hi.", created_at=april)])
+    assert await store.latest_activity() == april
+    assert await store.latest_activity() == april  # kept, not read again
+    await ingest.ingest(store, "b", [MessageIn(role="user", content="Back.", created_at=may)])
+    assert await store.latest_activity() == may  # the commit made the kept answer stale

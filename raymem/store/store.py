@@ -500,6 +500,8 @@ class ProfileStore:
         self.path = path
         self.dim = dim
         self._writer, self._reader = writer, reader
+        self._commits = 0  # transactions committed through ``write`` since opening
+        self._latest_activity: tuple[int, datetime | None] = (-1, None)  # (at commits, value)
         self._write_lock = asyncio.Lock()
         self._common_terms: dict[tuple[str, str], tuple[int, float]] = {}  # see term_counts
         self._vector_indexes = {
@@ -607,6 +609,7 @@ class ProfileStore:
                 await self._writer.execute("ROLLBACK")
                 raise
             await self._writer.execute("COMMIT")
+            self._commits += 1
             for change in writer.vector_changes:  # no await between commit and here
                 self._vector_indexes[change.table].apply(change)
 
@@ -974,9 +977,18 @@ class ProfileStore:
         return {row[1]: (row[0], _message_from_row(row)) for row in rows}
 
     async def latest_activity(self) -> datetime | None:
-        """The start of the newest session: the profile's present, for relative dates."""
+        """The start of the newest session: the profile's present, for relative dates.
+
+        Every recall asks, so the answer is kept until the next commit.
+        """
+        commits = self._commits
+        if self._latest_activity[0] == commits:
+            return self._latest_activity[1]
         rows = await self._fetchall("SELECT max(started_at) FROM sessions")
-        return from_db_time(rows[0][0]) if rows else None
+        latest = from_db_time(rows[0][0]) if rows else None
+        if self._commits == commits:  # no commit landed while reading
+            self._latest_activity = (commits, latest)
+        return latest
 
     async def ledger_entries(
         self, after_seq: int, *, limit: int = 1000
