@@ -832,24 +832,22 @@ class Recaller:
             list(parents), window=self.settings.neighbour_window
         )
         by_seq = {item.message_seq: item for item in items if item.message_seq is not None}
-        new_seqs = {n for ns in adjacent.values() for n in ns if n not in by_seq}
-        rows = await self.store.messages_by_seq(sorted(new_seqs))
         for parent_seq, neighbours in adjacent.items():
             parent = parents[parent_seq]
             asks = _content(parent).rstrip().endswith("?")
-            for seq in neighbours:
+            for seq, message in neighbours:
                 share = (
                     self.settings.reply_share
                     if asks and seq == parent_seq + 1
                     else self.settings.neighbour_share
                 )
                 bonus = parent.score * share
-                if seq not in by_seq and seq in rows:
-                    by_seq[seq] = Scored({}, message=rows[seq], message_seq=seq)
+                if seq not in by_seq:
+                    by_seq[seq] = Scored({}, message=message, message_seq=seq)
                     items.append(by_seq[seq])
-                if seq in by_seq:  # several strong turns around one: keep the largest lift
-                    parts = by_seq[seq].parts
-                    parts["neighbour"] = max(parts.get("neighbour", 0.0), bonus)
+                # Several strong turns around one: it keeps the largest lift.
+                parts = by_seq[seq].parts
+                parts["neighbour"] = max(parts.get("neighbour", 0.0), bonus)
         # The found turns (the neighbours were appended after them): being near a
         # strong turn is one reason, so a turn keeps the larger of the two lifts.
         for item, lift in zip(items, lifts, strict=False):
