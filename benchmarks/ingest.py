@@ -81,6 +81,7 @@ async def run(
         "turn_vectors_s": 0.0,
     }
     evidence_total = evidence_covered = 0
+    prototypes = ingest.TypePrototypes()  # as a profile actor keeps them
     try:
         for index, sample in enumerate(data):
             conversation = sample["conversation"]
@@ -105,7 +106,9 @@ async def run(
             store = await ProfileStore.open(workdir / f"p{index}.db", dim=embedder.dim)
             start = time.perf_counter()
             for key, messages in batches:
-                result = await ingest.ingest(store, key, messages, embed=embed, timings=timings)
+                result = await ingest.ingest(
+                    store, key, messages, embed=embed, prototypes=prototypes, timings=timings
+                )
                 totals["messages"] += result.messages.stored
                 totals["memories"] += result.memories.added
             totals["pipeline_s"] += time.perf_counter() - start

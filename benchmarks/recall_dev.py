@@ -101,12 +101,14 @@ async def build_profile(
     fresh = not path.exists()
     store = await ProfileStore.open(path, dim=384)
     if fresh:
+        prototypes = ingest_pipeline.TypePrototypes()
         for session_id, messages in sessions:
             await ingest_pipeline.ingest(
                 store,
                 session_id,
                 [MessageIn(**m) for m in messages],
                 embed=embedder.embed,
+                prototypes=prototypes,
             )
             await vectorise(store, embedder)
     return store

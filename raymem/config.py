@@ -92,8 +92,9 @@ class ModelSettings(Section):
     # with more than 0, a profile's calls go to one replica (Serve model multiplexing).
     generator_prompt_cache_entries: int = 8
     # Compare new memories with their nearest stored neighbours by embedding before
-    # writing them (near-duplicates, paraphrased updates). Off: only exact duplicates
-    # and topic keys reconcile, and ingest skips an embedding round trip.
+    # writing them (near-duplicates, paraphrased updates), and tell events from facts
+    # by embedding where no pattern does. Off: only exact duplicates and topic keys
+    # reconcile, patterns alone give types, and ingest skips an embedding round trip.
     reconcile_by_similarity: bool = True
 
 

@@ -31,6 +31,7 @@ from raymem.errors import MemoryNotFound, ProfileClosing, SessionNotFound
 from raymem.export.snapshot import snapshot_key
 from raymem.models.generator import Generator, make_generator
 from raymem.pipelines import ingest as ingest_pipeline
+from raymem.pipelines.classify import TypePrototypes
 from raymem.pipelines.recall import Recaller
 from raymem.store import ProfileStore, to_db_time, utc_now
 from raymem.types import (
@@ -98,6 +99,7 @@ class ProfileActor:
         self._open_lock = asyncio.Lock()
         self._embedder: Any = None
         self._generator: Generator | None = None
+        self._prototypes = TypePrototypes()  # embedded on the first ingest that needs them
         self._vectoriser: asyncio.Task[None] | None = None
         self._idle_watch: asyncio.Task[None] | None = None
         self._retention: asyncio.Task[None] | None = None
@@ -131,11 +133,12 @@ class ProfileActor:
             self._vectorise_soon()  # catch up on anything left unembedded by a crash
 
     def _models(self) -> dict[str, Any]:
-        """The generator and embedding function the ingest pipeline uses."""
+        """The generator, embedding function and type prototypes the ingest pipeline uses."""
         models = self.settings.models
         return {
             "generator": self._generator,
             "embed": self._embed if models.reconcile_by_similarity else None,
+            "prototypes": self._prototypes,
         }
 
     def _make_generator(self) -> Generator | None:

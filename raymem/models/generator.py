@@ -136,15 +136,20 @@ class ChatModel(Protocol):
 
 
 def rules_item(line: Line, *, detail: bool = False) -> Extracted:
-    """The rules generator's item for one transcript line."""
-    memory_type, importance = rules.classify(line.text)
+    """The rules generator's item for one transcript line.
+
+    Its type is left open (None) when no pattern fires, so that classification
+    can settle it with the embedding prototypes; until then it reads as a fact.
+    """
+    by_pattern = rules.classify_by_pattern(line.text)
+    memory_type, importance = by_pattern or ("fact", 0.5)
     subject = rules.subject_key(line.speaker)
     key = rules.topic_key_for(line.text, memory_type, subject=subject)
     content = f"{line.speaker}: {line.text}" if line.speaker else line.text
     return Extracted(
         content=content,
         lines=[line.index],
-        type=memory_type,  # type: ignore[arg-type]
+        type=memory_type if by_pattern else None,  # type: ignore[arg-type]
         topic_key=key,
         importance=min(1.0, importance + 0.1) if detail else importance,
         confidence=0.9 if detail else 0.8,

@@ -281,8 +281,13 @@ LEADING_FILLER = re.compile(
 )
 
 
-def classify(sentence: str) -> tuple[str, float]:
-    """The memory type of a sentence and its importance."""
+def classify_by_pattern(sentence: str) -> tuple[str, float] | None:
+    """The memory type and importance the patterns give a sentence; None when none fires.
+
+    Instructions and tasks are only ever given by patterns: an instruction is
+    handed to agents as a rule and a task is kept out of vector search, so both
+    need explicit wording ("always ...", "remind me to ...").
+    """
     sentence = LEADING_FILLER.sub("", sentence.strip())  # "Actually, switch back to npm."
     if INSTRUCTION_START.search(sentence) or INSTRUCTION_ANYWHERE.search(sentence):
         return "instruction", 0.8
@@ -292,7 +297,12 @@ def classify(sentence: str) -> tuple[str, float]:
         return "fact", 0.7  # a dated change of state ("moved to Vienna in May") is still a fact
     if EVENT_PATTERN.search(sentence):
         return "event", 0.5
-    return "fact", 0.5
+    return None
+
+
+def classify(sentence: str) -> tuple[str, float]:
+    """The memory type of a sentence and its importance: a fact where no pattern fires."""
+    return classify_by_pattern(sentence) or ("fact", 0.5)
 
 
 def _keyword_phrase(sentence: str, limit: int = 4) -> str:

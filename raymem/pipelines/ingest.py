@@ -7,9 +7,12 @@ Pure async functions over a ``ProfileStore``; no Ray imports. The stages, in ord
    up to 4 at once; a full pass, plus a detail pass for 9+ messages, merged.
 3. dates (``temporal``): relative expressions resolved from each turn's time.
 4. verification (``verify``): items checked against their cited lines; corrected or dropped.
-5. classification (``classify``): type, scores, topic key, 3–5 search questions.
+5. classification (``classify``): type (by pattern, or by embedding prototype for
+   an event or a fact when an embed function is given), scores, topic key, 3–5
+   search questions.
 6. reconciliation (``reconcile``): topic-key supersession, or a neighbour check by
-   embedding when an embed function is given.
+   embedding when an embed function is given (one vector per text per ingest:
+   classification's vectors are reused).
 7. one write transaction: turns, memories, supersessions, the ledger.
 8. vectors computed for reconciliation are stored; the rest is left to the
    actor's background vectoriser (tasks are never vectorised).
@@ -29,6 +32,7 @@ import numpy as np
 from raymem.models.generator import Chunk, Extracted, Generator
 from raymem.models.rules import Candidate
 from raymem.pipelines import classify, extract, reconcile, temporal, verify
+from raymem.pipelines.classify import TypePrototypes
 from raymem.pipelines.reconcile import EmbedFn, Reconciled, new_memory_id
 from raymem.store import (
     NewMessage,
@@ -43,6 +47,7 @@ from raymem.types import IngestResult, MemoryCounts, MessageCounts, MessageIn
 __all__ = [
     "EmbedFn",
     "Reconciled",
+    "TypePrototypes",
     "build_messages",
     "consolidate_session",
     "extract_candidates",
@@ -134,6 +139,8 @@ async def extract_candidates(
     generator: Generator | None = None,
     timings: Timings | None = None,
     chunk_chars: int = extract.CHUNK_CHARS,
+    embed: EmbedFn | None = None,
+    prototypes: TypePrototypes | None = None,
 ) -> list[Candidate]:
     """Extraction through classification: the classified, verified candidates of new turns.
 
@@ -142,6 +149,9 @@ async def extract_candidates(
         generator: the model backend; None for the embedded rules.
         timings: stage name -> seconds, accumulated when given.
         chunk_chars: target characters per chunk.
+        embed: texts -> unit vectors, for the type prototypes; None leaves a
+            type no pattern gave as a fact.
+        prototypes: the memory types' prototype vectors.
     """
     if not messages:
         return []
@@ -154,6 +164,7 @@ async def extract_candidates(
             stage=_chunk_stage,
         )
     with _timed(timings, "classify"):
+        await classify.settle_types([item for item, _ in items], prototypes, embed)
         candidates = []
         for item, chunk in items:
             ids, spans, first_date = _provenance(item, chunk)
@@ -172,6 +183,7 @@ async def ingest(
     *,
     generator: Generator | None = None,
     embed: EmbedFn | None = None,
+    prototypes: TypePrototypes | None = None,
     timings: Timings | None = None,
 ) -> IngestResult:
     """Store a conversation's turns idempotently and the memories extracted from the new ones.
@@ -181,29 +193,30 @@ async def ingest(
         session_id: the session the turns belong to.
         messages: the turns, in conversation order.
         generator: the model backend; None runs the embedded rules in-process.
-        embed: texts -> unit vectors, for the neighbour check of reconciliation;
-            None skips it (topic keys and exact duplicates still reconcile).
+        embed: texts -> unit vectors, for the type prototypes and the neighbour
+            check of reconciliation; None skips both (patterns still type, topic
+            keys and exact duplicates still reconcile).
+        prototypes: the memory types' prototype vectors (kept by the caller, so
+            they are embedded once).
         timings: stage name -> seconds, accumulated when given (benchmarks).
 
     Returns:
         The counts, the new memory ids, and ``latency_ms``: milliseconds per stage
-        (ids, extract, classify, reconcile, of which embed, write, vectors) and total.
+        (ids, extract, classify, reconcile, write, vectors; embed is the model's
+        share of classify and reconcile) and total.
     """
     started = time.perf_counter()
     spent: Timings = {}
+    embed = _timed_embed(_embed_once(embed), spent)
     rows = build_messages(session_id, messages)
     with _timed(spent, "ids"):
         known = await store.existing_message_ids([row.id for row in rows])
         fresh = list({row.id: row for row in rows if row.id not in known}.values())
-    candidates = await extract_candidates(fresh, generator=generator, timings=spent)
+    candidates = await extract_candidates(
+        fresh, generator=generator, timings=spent, embed=embed, prototypes=prototypes
+    )
     reconciled, stored = await _reconcile_and_write(
-        store,
-        rows,
-        candidates,
-        session_id,
-        generator=generator,
-        embed=_timed_embed(embed, spent),
-        timings=spent,
+        store, rows, candidates, session_id, generator=generator, embed=embed, timings=spent
     )
     if timings is not None:
         for stage, seconds in spent.items():
@@ -222,11 +235,32 @@ async def ingest(
     )
 
 
+def _embed_once(embed: EmbedFn | None) -> EmbedFn | None:
+    """``embed`` with a memory: a text embedded once is not sent to the model again.
+
+    Classification embeds the memories it types by prototype; reconciliation
+    embeds every memory it checks. One request's texts are few, so the memory
+    lives as long as the request.
+    """
+    if embed is None:
+        return None
+    known: dict[str, np.ndarray] = {}
+
+    async def once(texts: list[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(text for text in texts if text not in known))
+        if missing:
+            known.update(zip(missing, np.asarray(await embed(missing)), strict=True))
+        return np.stack([known[text] for text in texts]) if texts else np.zeros((0, 0))
+
+    return once
+
+
 def _timed_embed(embed: EmbedFn | None, timings: Timings) -> EmbedFn | None:
     """``embed``, with the time spent in it added to ``timings["embed"]``.
 
-    Reconciliation embeds the new memories to find their neighbours, so its
-    stage includes this time; the split shows how much of it the model took.
+    Classification and reconciliation embed the new memories (to type them and
+    to find their neighbours), so their stages include this time; the split
+    shows how much of it the model took.
     """
     if embed is None:
         return None
@@ -289,6 +323,7 @@ async def remember(
     importance: float | None = None,
     generator: Generator | None = None,
     embed: EmbedFn | None = None,
+    prototypes: TypePrototypes | None = None,
 ) -> tuple[str, Reconciled]:
     """Remember one statement now: classify, key, reconcile and write it.
 
@@ -300,13 +335,16 @@ async def remember(
         memory_type: force a type; None classifies it.
         importance: force an importance; None scores it.
         generator: decides add / duplicate / supersede above the similarity gate.
-        embed: texts -> unit vectors for the neighbour check; None skips it.
+        embed: texts -> unit vectors for the type prototypes and the neighbour
+            check; None skips both.
+        prototypes: the memory types' prototype vectors.
 
     Returns:
         The id of the memory that now holds the content (an existing one when it
         was a duplicate) and what reconciliation did.
     """
     text = content.strip()
+    embed = _embed_once(embed)
     item = Extracted(
         content=text,
         type=memory_type,  # type: ignore[arg-type]
@@ -317,6 +355,7 @@ async def remember(
     if memory_type in (None, "event"):
         resolved = temporal.resolve_event_date(text, today)
         item.event_time = resolved.isoformat() if resolved else None
+    await classify.settle_types([item], prototypes, embed)
     candidate = classify.classify_item(
         item, source_message_ids=[], source_spans=[], message_date=today.isoformat()
     )
@@ -340,6 +379,7 @@ async def consolidate_session(
     *,
     generator: Generator | None = None,
     embed: EmbedFn | None = None,
+    prototypes: TypePrototypes | None = None,
 ) -> Reconciled:
     """End a session: extract memories from its turns that were appended but not yet extracted.
 
@@ -347,8 +387,11 @@ async def consolidate_session(
         store: the profile's store.
         session_id: the session to end.
         generator: the model backend; None runs the embedded rules.
-        embed: texts -> unit vectors for the neighbour check; None skips it.
+        embed: texts -> unit vectors for the type prototypes and the neighbour
+            check; None skips both.
+        prototypes: the memory types' prototype vectors.
     """
+    embed = _embed_once(embed)
     pending = await store.session_messages(session_id, unextracted_only=True)
     turns = [
         NewMessage(
@@ -360,7 +403,9 @@ async def consolidate_session(
         )
         for _, m in pending
     ]
-    candidates = await extract_candidates(turns, generator=generator)
+    candidates = await extract_candidates(
+        turns, generator=generator, embed=embed, prototypes=prototypes
+    )
     reconciled, _ = await _reconcile_and_write(
         store,
         [],
