@@ -57,8 +57,13 @@ def raymem_server(
 
     data_dir = tempfile.mkdtemp(prefix="raymem-bench-")
     port = free_port()
-    # RAYMEM_RECALL_* from the environment tune recall (weights, rrf_k) for a run.
-    recall = {key: value for key, value in os.environ.items() if key.startswith("RAYMEM_RECALL_")}
+    # RAYMEM_RECALL_* and RAYMEM_MODELS_* from the environment tune recall (weights,
+    # rrf_k) and the models (embedder_backend, embedder_precision) for a run.
+    recall = {
+        key: value
+        for key, value in os.environ.items()
+        if key.startswith(("RAYMEM_RECALL_", "RAYMEM_MODELS_"))
+    }
     settings = load_settings(
         environ={
             **recall,

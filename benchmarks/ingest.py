@@ -45,17 +45,17 @@ async def _vectorise(store: Any, table: str, embed: Any) -> None:
 
 
 async def run(
-    path: Path, limit: int, threads: int, precision: str, batch_size: int
+    path: Path, limit: int, threads: int, precision: str, batch_size: int, backend: str
 ) -> dict[str, Any]:
-    from raymem.models.embedder import SentenceTransformerEmbedder
+    from raymem.models.embedder import make_embedder
     from raymem.pipelines import ingest
     from raymem.store import ProfileStore, message_id
     from raymem.types import MessageIn
 
     data = json.loads(path.read_text())[:limit]
     timings: dict[str, float] = {}
-    embedder = SentenceTransformerEmbedder(
-        threads=threads, precision=precision, batch_size=batch_size
+    embedder = make_embedder(
+        threads=threads, precision=precision, batch_size=batch_size, backend=backend
     )
     embedder.embed(["warm up"])
 
@@ -148,6 +148,7 @@ async def run(
         "total_s_with_turn_vectors": round(all_s, 3),
         "embedder": embedder.name,
         "embedder_device": embedder.device,
+        "embedder_backend": type(embedder).__name__,
         "evidence_turns": evidence_total,
         "evidence_coverage": evidence_covered / max(1, evidence_total),
         "embedder_threads": threads,
@@ -248,7 +249,8 @@ def print_table(result: dict[str, Any]) -> None:
         print(f"{name:<34} {value:>14}  {target}")
     total = result["total_s_with_turn_vectors"]
     print(
-        f"\n{result['embedder']} on {result['embedder_device']}, {result['embedder_threads']} threads"
+        f"\n{result['embedder']} ({result['embedder_backend']}) on {result['embedder_device']},"
+        f" {result['embedder_threads']} threads"
     )
     print(f"{'stage':<34} {'seconds':>14}  share of {total:.1f} s with turn vectors")
     for stage, seconds in result["stage_s"].items():
@@ -286,7 +288,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("locomo", type=Path, help="path to locomo10.json")
     parser.add_argument("--limit-conversations", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=2, help="torch threads for the embedder")
+    parser.add_argument("--threads", type=int, default=2, help="threads for the embedder")
+    parser.add_argument(
+        "--backend",
+        default="auto",
+        choices=["auto", "torch", "onnx"],
+        help="embedder backend (models.embedder_backend)",
+    )
     parser.add_argument(
         "--precision",
         default="auto",
@@ -304,7 +312,14 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     result = asyncio.run(
-        run(args.locomo, args.limit_conversations, args.threads, args.precision, args.batch_size)
+        run(
+            args.locomo,
+            args.limit_conversations,
+            args.threads,
+            args.precision,
+            args.batch_size,
+            args.backend,
+        )
     )
     if not args.skip_api:
         result["api"] = [

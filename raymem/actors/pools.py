@@ -2,6 +2,7 @@
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,22 +21,24 @@ class EmbedderPool:
     """Embeds lists of texts; concurrent callers' lists are batched into one model call."""
 
     def __init__(self, models: ModelSettings) -> None:
-        from raymem.models.embedder import SentenceTransformerEmbedder
+        from raymem.models.embedder import make_embedder
 
-        device = "cuda" if models.num_gpus > 0 else "cpu"
-        self._model = SentenceTransformerEmbedder(
+        self._model = make_embedder(
             models.embedder,
+            backend=models.embedder_backend,
             threads=models.embedder_threads,
-            device=device,
+            device="cuda" if models.num_gpus > 0 else "cpu",
             precision=models.embedder_precision,
             batch_size=models.embedder_batch_size,
             max_seq_length=models.embedder_max_seq_length,
+            cache_dir=Path(models.embedder_cache_dir) if models.embedder_cache_dir else None,
         )
 
     async def info(self) -> dict[str, Any]:
         """``name``: what stores record (the model and its precision); ``dim``; where it runs."""
         return {
             "name": self._model.name,
+            "backend": type(self._model).__name__,
             "dim": self._model.dim,
             "model": self._model.model,
             "precision": self._model.precision,

@@ -207,3 +207,68 @@ class SentenceTransformerEmbedder:
             return vectors
         row = {text: index for index, text in enumerate(unique)}
         return vectors[[row[text] for text in texts]]
+
+
+BACKENDS = ("auto", "torch", "onnx")
+
+
+def make_embedder(
+    name: str = DEFAULT_EMBEDDER,
+    *,
+    backend: str = "auto",
+    threads: int = 0,
+    device: str = "cpu",
+    precision: str = "auto",
+    batch_size: int = 64,
+    max_seq_length: int = 0,
+    cache_dir: Path | None = None,
+) -> Embedder:
+    """The embedder for a configuration: ONNX Runtime or torch.
+
+    ``auto`` runs ONNX Runtime where torch would run float32 on a CPU (no native
+    bfloat16; same vectors, faster) and torch everywhere else: on GPUs, on CPUs
+    with native bfloat16, at a reduced precision asked for, or when the model
+    cannot be exported (a warning says why).
+
+    Args:
+        name: a hub repository id or a local directory.
+        backend: ``auto``, ``torch`` or ``onnx``.
+        threads: threads of the model's own pool; 0 uses half the cores.
+        device: ``cpu``, ``cuda``, ...
+        precision: see ``resolve_precision``; ONNX Runtime runs float32 only.
+        batch_size: texts per forward pass.
+        max_seq_length: tokens per text; 0 keeps the model's own.
+        cache_dir: where ONNX exports are kept (None: ``~/.cache/raymem/onnx``).
+
+    Raises:
+        ValueError: an unknown backend, or ``onnx`` with a GPU or a reduced precision.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"Unknown embedder backend {backend!r}; one of {', '.join(BACKENDS)}")
+    resolved = resolve_precision(precision, device)
+    on_cpu_float32 = device == "cpu" and resolved == "float32"
+    if backend == "onnx" and not on_cpu_float32:
+        raise ValueError("The onnx embedder backend runs float32 on a CPU only")
+    if backend != "torch" and on_cpu_float32:
+        from raymem.models.onnx_embedder import OnnxEmbedder
+
+        try:
+            return OnnxEmbedder(
+                name,
+                threads=threads,
+                batch_size=batch_size,
+                max_seq_length=max_seq_length,
+                cache_dir=cache_dir,
+            )
+        except (ImportError, ValueError, RuntimeError, OSError) as exc:
+            if backend == "onnx":
+                raise
+            log.warning("ONNX Runtime cannot run %s (%s); embedding with torch", name, exc)
+    return SentenceTransformerEmbedder(
+        name,
+        threads=threads,
+        device=device,
+        precision=precision,
+        batch_size=batch_size,
+        max_seq_length=max_seq_length,
+    )
