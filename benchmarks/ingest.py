@@ -256,8 +256,8 @@ def print_table(result: dict[str, Any]) -> None:
     for stage, seconds in result["stage_s"].items():
         print(f"{stage:<34} {seconds:>14.2f}  {seconds / total:.0%}")
     print(
-        "(embed: the model's share of reconcile; embed (all stages): of reconcile,"
-        " vectorise_rest and turn_vectors)"
+        "(embed: the model's share of classify and reconcile; embed (all stages): of"
+        " those, vectorise_rest and turn_vectors)"
     )
     for api in result.get("api", []):
         print(

@@ -76,8 +76,8 @@ class ModelSettings(Section):
     # embedder name, since vectors made at different precisions differ slightly.
     embedder_precision: Literal["auto", "float32", "bfloat16", "float16", "int8"] = "auto"
     embedder_max_seq_length: int = 0  # tokens embedded per text; 0: the model's own (256)
-    # auto: ONNX Runtime where torch would run float32 on a CPU (the same vectors;
-    # about 1.4x the texts/s, a third of the single-query time), torch elsewhere.
+    # auto: ONNX Runtime where torch would run float32 on a CPU (the same vectors; one
+    # query in a third of the time, short texts up to 1.4x the texts/s), torch elsewhere.
     embedder_backend: Literal["auto", "torch", "onnx"] = "auto"
     embedder_cache_dir: str = ""  # ONNX exports; empty: ~/.cache/raymem/onnx
     openai_base_url: str = ""

@@ -1,5 +1,6 @@
 """Shared fixtures: a real local Ray with the Serve app, real HTTP, real SQLite files."""
 
+import asyncio
 import itertools
 import os
 import re
@@ -29,8 +30,25 @@ from s3_fixtures import (  # noqa: F401
 )
 
 from raymem.config import Settings, load_settings
+from raymem.models.embedder import SentenceTransformerEmbedder
 
 _counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def embedder() -> SentenceTransformerEmbedder:
+    """The real default embedding model (torch, one thread), loaded once per run."""
+    return SentenceTransformerEmbedder(threads=1)
+
+
+@pytest.fixture
+def embed(embedder):
+    """The embedder as the pipelines call it: texts -> unit vectors, off the event loop."""
+
+    async def run(texts: list[str]):
+        return await asyncio.to_thread(embedder.embed, texts)
+
+    return run
 
 
 def free_port() -> int:

@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 import pytest
 
 from raymem.models import rules
-from raymem.models.embedder import SentenceTransformerEmbedder
 from raymem.pipelines import ingest
 from raymem.pipelines.classify import TYPE_EXAMPLES, TypePrototypes
 from raymem.store import ProfileStore
@@ -38,11 +37,6 @@ HELD_OUT_FACTS = [
     "Swimming relaxes me more than running.",
     "Tom is my oldest friend from school.",
 ]
-
-
-@pytest.fixture(scope="module")
-def embedder() -> SentenceTransformerEmbedder:
-    return SentenceTransformerEmbedder(threads=1)
 
 
 @pytest.fixture

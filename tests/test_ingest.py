@@ -1,6 +1,5 @@
 """The ingest pipeline on real ProfileStore files, the real embedder and a real HTTP model server."""
 
-import asyncio
 import itertools
 import json
 import logging
@@ -9,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from openai_server import ChatServer, transcript_of
 
-from raymem.models.embedder import SentenceTransformerEmbedder
 from raymem.models.generator import LLMGenerator, OpenAIChat
 from raymem.pipelines import extract, ingest
 from raymem.store import ProfileStore
@@ -24,19 +22,6 @@ async def store(tmp_path):
     store = await ProfileStore.open(tmp_path / "p" / "profile.db", dim=384)
     yield store
     await store.close()
-
-
-@pytest.fixture(scope="module")
-def embedder() -> SentenceTransformerEmbedder:
-    return SentenceTransformerEmbedder(threads=1)
-
-
-@pytest.fixture
-def embed(embedder):
-    async def run(texts: list[str]):
-        return await asyncio.to_thread(embedder.embed, texts)
-
-    return run
 
 
 def user(content: str, at: datetime = APRIL_15) -> MessageIn:

@@ -1,6 +1,5 @@
 """Recall against real components: SQLite files with FTS5 and vec0, and the real embedding model."""
 
-import asyncio
 import os
 from datetime import UTC, datetime, timedelta
 
@@ -8,7 +7,6 @@ import numpy as np
 import pytest
 
 from raymem.config import RecallSettings
-from raymem.models.embedder import SentenceTransformerEmbedder
 from raymem.pipelines import ingest as ingest_pipeline
 from raymem.pipelines import recall
 from raymem.store import ProfileStore
@@ -22,19 +20,6 @@ DISTRACTORS = [
     "My sister plays the cello in an orchestra.",
     "We repainted the kitchen a pale green colour.",
 ]
-
-
-@pytest.fixture(scope="session")
-def embedder() -> SentenceTransformerEmbedder:
-    return SentenceTransformerEmbedder(threads=1)
-
-
-@pytest.fixture
-def embed(embedder):
-    async def run(texts: list[str]) -> np.ndarray:
-        return await asyncio.to_thread(embedder.embed, texts)
-
-    return run
 
 
 @pytest.fixture

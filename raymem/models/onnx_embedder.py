@@ -3,9 +3,10 @@
 The model's transformer is exported to ONNX once per machine (about 2 s) and
 kept in a cache directory; tokenising, mean pooling and normalising happen
 here. Its vectors equal the torch float32 ones (cosine 1.0 to six places), so
-a store sees the same embedder name, and on an AVX2 CPU with two threads it
-embeds about 1.4x as many texts per second as torch and a single query in a
-third of the time (5 ms against 17 ms).
+a store sees the same embedder name. On an AVX2 CPU with two threads it embeds
+a single query in a third of torch's time (5 ms against 17 ms) and short
+sentences up to 1.4x as fast; long texts, where the arithmetic dominates, about
+as fast as torch.
 
 Only models whose sentence-transformers pipeline is a transformer, mean
 pooling and optionally normalisation can run here; ``supports`` says which.
