@@ -1,6 +1,7 @@
 """The ONNX Runtime embedder: exported once from the installed weights, same vectors as torch."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from raymem.models.embedder import (
     make_embedder,
     native_bf16_cpu,
 )
-from raymem.models.onnx_embedder import OnnxEmbedder, supports
+from raymem.models.onnx_embedder import OnnxEmbedder, export_key, supports
 
 TEXTS = [
     "I caught a huge trout at the lake.",
@@ -61,6 +62,15 @@ def test_the_export_is_made_once_and_reused(cache_dir, onnx):
     OnnxEmbedder(DEFAULT_EMBEDDER, threads=1, cache_dir=cache_dir)
     assert [p.name for p in cache_dir.iterdir()] == [exported.name]  # no temporary left
     assert exported.stat().st_mtime_ns == stamp
+
+
+def test_the_cache_key_follows_the_model_files_not_where_they_lie(tmp_path):
+    installed = locate_model(DEFAULT_EMBEDDER)
+    copy = shutil.copytree(installed, tmp_path / "copy")
+    assert export_key(copy) == export_key(installed)  # another environment reuses it
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "hidden_dropout_prob": 0.2}))
+    assert export_key(copy) != export_key(installed)
 
 
 def test_auto_backend_runs_onnx_where_torch_would_run_float32(cache_dir):

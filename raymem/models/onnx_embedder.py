@@ -64,14 +64,20 @@ def _max_seq_length(model_dir: Path) -> int:
         return 256
 
 
-def _fingerprint(model_dir: Path) -> str:
-    """Changes when the weights or the exporter do: the cache key of an export."""
+def export_key(model_dir: Path) -> str:
+    """The cache key of an export: the exporter's version and the model files' contents.
+
+    Contents, not file times: the same model installed in another environment
+    reuses the export (hashing 90 MB of weights takes about 0.2 s).
+    """
     digest = hashlib.sha256(importlib.metadata.version("torch").encode())
     for name in sorted(os.listdir(model_dir)):
         path = model_dir / name
-        if path.is_file() and (name.endswith((".json", ".safetensors", ".bin"))):
-            stat = path.stat()
-            digest.update(f"{name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+        if path.is_file() and name.endswith((".json", ".safetensors", ".bin")):
+            digest.update(name.encode())
+            with path.open("rb") as data:
+                while block := data.read(1 << 20):
+                    digest.update(block)
     return digest.hexdigest()[:16]
 
 
@@ -162,7 +168,7 @@ class OnnxEmbedder:
         self._inputs = [n for n in MODEL_INPUTS if n in self._tokenizer.model_input_names]
         self._max_tokens = max_seq_length or _max_seq_length(model_dir)
         self.batch_size = max(1, batch_size)
-        cached = (cache_dir or default_cache_dir()) / f"{_fingerprint(model_dir)}.onnx"
+        cached = (cache_dir or default_cache_dir()) / f"{export_key(model_dir)}.onnx"
         if not cached.exists():
             log.info("exporting embedding model %s to %s", name, cached)
             export_model(model_dir, cached, self._inputs)
