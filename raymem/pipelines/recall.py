@@ -522,13 +522,19 @@ def group_by_turn(items: Sequence[Scored]) -> list[Scored]:
         groups.setdefault(item.turn_id, []).append(item)
     merged = []
     for members in groups.values():
+        if len(members) == 1:
+            merged.append(members[0])
+            continue
         best = max(members, key=lambda m: m.score)
         parts: dict[str, float] = {}
         for member in members:
             for channel, value in member.parts.items():
-                parts[channel] = max(parts.get(channel, 0.0), value)
+                if value > parts.get(channel, 0.0):
+                    parts[channel] = value
         seq = next((m.message_seq for m in members if m.message_seq is not None), None)
-        turn_at = next((m.message.created_at for m in members if m.message is not None), None)
+        turn_at = next(
+            (m.message.created_at for m in members if m.message is not None), best.turn_at
+        )
         merged.append(
             Scored(
                 parts,
@@ -580,18 +586,20 @@ def context_lifts(items: Sequence[Scored], window: int, share: float) -> list[fl
     lifts = [0.0] * len(items)
     if window <= 0 or share <= 0 or not items:
         return lifts
-    by_session: dict[str | None, list[tuple[int, float]]] = {}
+    found: dict[tuple[str | None, int], float] = {}
     for item in items:
         if item.message_seq is not None:
-            by_session.setdefault(_session(item), []).append((item.message_seq, item.score))
+            key = (_session(item), item.message_seq)
+            found[key] = found.get(key, 0.0) + item.score
     for index, item in enumerate(items):
         seq = item.message_seq
         if seq is None:
             continue
+        session = _session(item)
         lifts[index] = share * sum(
-            score / abs(other - seq)
-            for other, score in by_session[_session(item)]
-            if other != seq and abs(other - seq) <= window
+            (found.get((session, seq - distance), 0.0) + found.get((session, seq + distance), 0.0))
+            / distance
+            for distance in range(1, window + 1)
         )
     return lifts
 
@@ -643,12 +651,18 @@ class Recaller:
             if weights["hyde_memory_vector"] or weights["hyde_message_vector"]
             else None
         )
-        vector_task = asyncio.ensure_future(
-            self._embed_query(request.query, hyde, query_vector, timings)
-        )
-        text_rankings = await self._text_channels(request, analysis, timings)
-        query_vec, hyde_vec = await vector_task
-        vector_rankings = await self._vector_channels(request, query_vec, hyde_vec, timings)
+        # The text channels' SQL runs on the store's thread while this one embeds the
+        # query and sweeps the vector indexes.
+        text_task = asyncio.ensure_future(self._text_channels(request, analysis, timings))
+        try:
+            await asyncio.sleep(0)  # let the text channels send their first statements
+            query_vec, hyde_vec = await self._embed_query(
+                request.query, hyde, query_vector, timings
+            )
+            vector_rankings = await self._vector_channels(request, query_vec, hyde_vec, timings)
+            text_rankings = await text_task
+        finally:
+            text_task.cancel()  # a no-op once it is done
 
         fuse_started = time.perf_counter()
         fused = fuse({**text_rankings, **vector_rankings}, weights, self.settings.rrf_k)
@@ -794,15 +808,22 @@ class Recaller:
     async def _load(self, fused: list[Candidate], request: RecallRequest) -> list[Scored]:
         """Rows for the fused candidates, filtered by type, session and supersession."""
         memories, messages = await asyncio.gather(
-            self.store.memories_by_seq([c.seq for c in fused if c.kind == "memory"]),
+            self.store.memories_with_turns([c.seq for c in fused if c.kind == "memory"]),
             self.store.messages_by_seq([c.seq for c in fused if c.kind == "message"]),
         )
         items = []
         for candidate in fused:
             if candidate.kind == "memory":
-                memory = memories.get(candidate.seq)
+                memory, turn_seq, turn_at = memories.get(candidate.seq, (None, None, None))
                 if memory is not None and _memory_matches(memory, request):
-                    items.append(Scored(dict(candidate.parts), memory=memory))
+                    items.append(
+                        Scored(
+                            dict(candidate.parts),
+                            memory=memory,
+                            message_seq=turn_seq,
+                            turn_at=turn_at,
+                        )
+                    )
             else:
                 message = messages.get(candidate.seq)
                 if message is not None and (
@@ -817,12 +838,6 @@ class Recaller:
         """Add the turns next to the strongest ones: an answer often sits beside its question."""
         if not _wants_messages(request) or not items:
             return items
-        missing = [item.turn_id for item in items if item.message_seq is None]
-        found = await self.store.messages_by_id(missing)
-        for item in items:
-            if item.message_seq is None and item.turn_id in found:
-                item.message_seq, message = found[item.turn_id]
-                item.turn_at = message.created_at
         lifts = context_lifts(items, self.settings.context_window, self.settings.context_share)
         top = sorted(items, key=lambda item: item.score, reverse=True)[
             : self.settings.neighbour_top

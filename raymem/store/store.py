@@ -690,6 +690,25 @@ class ProfileStore:
         )
         return {row[0]: _memory_from_row(row) for row in rows}
 
+    async def memories_with_turns(
+        self, seqs: Sequence[int]
+    ) -> dict[int, tuple[Memory, int | None, datetime | None]]:
+        """Memories by seq, each with the seq and time of the turn it was first drawn from.
+
+        Recall folds a memory into its evidence turn; reading the turn in the same
+        statement saves a round trip. A memory without a stored source has (None, None).
+        """
+        if not seqs:
+            return {}
+        columns = ", ".join(f"m.{column}" for column in MEMORY_COLUMNS.split(", "))
+        rows = await self._fetchall(
+            f"SELECT {columns}, t.seq, t.created_at FROM memories m"
+            " LEFT JOIN messages t ON t.id = json_extract(m.source_message_ids, '$[0]')"
+            f" WHERE m.seq IN ({_placeholders(len(seqs))})",
+            list(seqs),
+        )
+        return {row[0]: (_memory_from_row(row), row[13], from_db_time(row[14])) for row in rows}
+
     async def memories_by_id(self, ids: Sequence[str]) -> list[Memory]:
         if not ids:
             return []
@@ -970,16 +989,6 @@ class ProfileStore:
         for row in rows:
             adjacent.setdefault(row[0], []).append((row[1], _message_from_row(row[1:])))
         return adjacent
-
-    async def messages_by_id(self, ids: Sequence[str]) -> dict[str, tuple[int, StoredMessage]]:
-        """Raw messages by id: id -> (seq, message)."""
-        if not ids:
-            return {}
-        rows = await self._fetchall(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN ({_placeholders(len(ids))})",
-            list(ids),
-        )
-        return {row[1]: (row[0], _message_from_row(row)) for row in rows}
 
     async def latest_activity(self) -> datetime | None:
         """The start of the newest session: the profile's present, for relative dates.
