@@ -227,6 +227,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from ray import serve
 
     from raymem.actors.pools import EMBEDDER_DEPLOYMENT
+    from raymem.actors.profile import profile_path
     from raymem.actors.registry import ProfileRouter
     from raymem.serve import server
 
@@ -254,9 +255,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"ingest through HTTP: {ingest}", flush=True)
         for size in args.sizes:
             profile = f"bench-{size}"
+            built = profile_path(settings, "default", profile).exists() and args.reuse
             row: dict[str, Any] = {
                 "memories": size,
-                "build_s": build_profile(settings, profile, size, dim, model["name"]),
+                "build_s": 0.0
+                if built
+                else build_profile(settings, profile, size, dim, model["name"]),
             }
             row.update(asyncio.run(actor_latency(router, profile, size, args.queries, embedder)))
             row["http_ms"] = http_latency(client, profile, size, args.queries)
@@ -322,6 +326,11 @@ def main() -> None:
         "--ingest", type=int, default=2000, help="turns for the ingest throughput run"
     )
     parser.add_argument("--data-dir", default=None)
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="measure the profiles already built under --data-dir instead of building them",
+    )
     parser.add_argument("--out", default="benchmarks/results/latency.json")
     args = parser.parse_args()
     result = run(args)

@@ -70,6 +70,7 @@ class ModelSettings(Section):
     embedder_replicas: int = 1
     embedder_threads: int = 0  # model threads per embedder replica; 0: half the cores
     embedder_batch_size: int = 64  # texts per forward pass
+    embedder_background_chunk: int = 16  # texts per model call for background vectorising
     # auto: float16 on a GPU, bfloat16 on a CPU with native bfloat16 (AMX, AVX512-BF16;
     # 3-4x float32, cosine to float32 > 0.999), else float32. int8: dynamic int8 on
     # CPU (about 1.4x, cosine about 0.985). The store records the precision in the

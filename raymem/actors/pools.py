@@ -10,6 +10,7 @@ from ray import serve
 
 from raymem.config import ModelSettings
 from raymem.models.generator import LLMGenerator
+from raymem.models.priority import PriorityBatcher
 
 log = logging.getLogger(__name__)
 
@@ -18,7 +19,12 @@ EMBEDDER_DEPLOYMENT = "Embedder"
 
 @serve.deployment(name=EMBEDDER_DEPLOYMENT, max_ongoing_requests=256)
 class EmbedderPool:
-    """Embeds lists of texts; concurrent callers' lists are batched into one model call."""
+    """Embeds lists of texts for profile actors, one model call at a time.
+
+    Callers waiting together share a model call. ``embed`` is interactive work (a
+    query, the memories of an ingest being answered) and goes ahead of
+    ``embed_background`` (the vectoriser's backlog), which runs in small chunks.
+    """
 
     def __init__(self, models: ModelSettings) -> None:
         from raymem.models.embedder import make_embedder
@@ -33,6 +39,9 @@ class EmbedderPool:
             max_seq_length=models.embedder_max_seq_length,
             cache_dir=Path(models.embedder_cache_dir) if models.embedder_cache_dir else None,
         )
+        self._batcher = PriorityBatcher(
+            self._model.embed, background_chunk=models.embedder_background_chunk
+        )
 
     async def info(self) -> dict[str, Any]:
         """``name``: what stores record (the model and its precision); ``dim``; where it runs."""
@@ -46,20 +55,17 @@ class EmbedderPool:
         }
 
     async def embed(self, texts: list[str]) -> np.ndarray:
+        """Vectors of ``texts``, ahead of any background work."""
+        return await self._run(texts, background=False)
+
+    async def embed_background(self, texts: list[str]) -> np.ndarray:
+        """Vectors of ``texts``, computed when no interactive work waits."""
+        return await self._run(texts, background=True)
+
+    async def _run(self, texts: list[str], *, background: bool) -> np.ndarray:
         if not texts:
             return np.zeros((0, self._model.dim), dtype=np.float32)
-        return await self._embed_batched(texts)
-
-    @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.002)
-    async def _embed_batched(self, batches: list[list[str]]) -> list[np.ndarray]:
-        flat = [text for texts in batches for text in texts]
-        # The model call blocks: keep the replica's event loop free for new requests.
-        vectors = await asyncio.to_thread(self._model.embed, flat)
-        out, start = [], 0
-        for texts in batches:
-            out.append(vectors[start : start + len(texts)])
-            start += len(texts)
-        return out
+        return await self._batcher.run(texts, background=background)
 
 
 def embedder_options(models: ModelSettings) -> dict[str, Any]:

@@ -267,7 +267,8 @@ class ProfileActor:
                 for table in ("memory_vectors", "message_vectors"):
                     pending = await store.pending_vectors(table, limit=VECTOR_BATCH)
                     if pending:
-                        vectors = await self._embed([text for _, text in pending])
+                        texts = [text for _, text in pending]
+                        vectors = await self._embedder.embed_background.remote(texts)
                         async with store.write() as writer:
                             await writer.set_vectors(
                                 table, [(seq, vectors[i]) for i, (seq, _) in enumerate(pending)]

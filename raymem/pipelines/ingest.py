@@ -150,7 +150,8 @@ async def extract_candidates(
         timings: stage name -> seconds, accumulated when given.
         chunk_chars: target characters per chunk.
         embed: texts -> unit vectors, for the type prototypes; None leaves a
-            type no pattern gave as a fact.
+            type no pattern gave as a fact. Every item is embedded in one call, so
+            pass a caching one (as ``ingest`` does) for reconciliation to reuse.
         prototypes: the memory types' prototype vectors.
     """
     if not messages:
@@ -164,6 +165,11 @@ async def extract_candidates(
             stage=_chunk_stage,
         )
     with _timed(timings, "classify"):
+        if embed is not None and items:
+            # One model call for the whole request: typing needs some of these vectors
+            # and reconciliation most of the rest, and each call to a shared model pool
+            # may queue behind other work. ``embed`` remembers them (``_embed_once``).
+            await embed(list(dict.fromkeys(item.content.strip() for item, _ in items)))
         await classify.settle_types([item for item, _ in items], prototypes, embed)
         candidates = []
         for item, chunk in items:

@@ -1,0 +1,125 @@
+"""One model, many callers: batched calls, and interactive work ahead of background work.
+
+A recall waits for its query's vector, and an ingest for its memories' vectors,
+while a profile's background vectoriser may have hundreds of turns to embed. If
+they shared one first-come queue, a query would wait behind all of those turns.
+``PriorityBatcher`` runs the model one call at a time; each call takes every
+waiting interactive text (up to ``max_batch``), and only when none waits, the
+next ``background_chunk`` texts of background work. So an interactive request
+waits for at most one small background chunk. No Ray imports.
+"""
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+ModelFn = Callable[[list[str]], np.ndarray]
+
+
+class _Request:
+    """One caller's texts, filled in as model calls finish, possibly over several calls."""
+
+    __slots__ = ("done", "future", "parts", "texts")
+
+    def __init__(self, texts: list[str], future: "asyncio.Future[np.ndarray]") -> None:
+        self.texts = texts
+        self.future = future
+        self.parts: list[np.ndarray] = []
+        self.done = 0  # texts handed to the model so far
+
+
+class PriorityBatcher:
+    """Runs ``model`` over callers' lists of texts, batched, interactive ones first.
+
+    Args:
+        model: texts -> one row per text; blocking, so it runs in a worker thread.
+        max_batch: texts per model call at most (one caller's longer list is split).
+        background_chunk: texts per model call for background work, so that
+            interactive work never waits long behind it.
+    """
+
+    def __init__(self, model: ModelFn, *, max_batch: int = 256, background_chunk: int = 16):
+        self._model = model
+        self.max_batch = max(1, max_batch)
+        self.background_chunk = max(1, background_chunk)
+        self._queues: tuple[deque[_Request], deque[_Request]] = (deque(), deque())
+        self._worker: asyncio.Task[None] | None = None
+        self.calls = 0  # model calls made (for tests and stats)
+
+    async def run(self, texts: list[str], *, background: bool = False) -> np.ndarray:
+        """The model's rows for ``texts``, in order, once a model call has covered them all."""
+        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        if not texts:
+            future.set_result(np.zeros((0, 0), dtype=np.float32))
+            return await future
+        self._queues[int(background)].append(_Request(list(texts), future))
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        while True:
+            interactive, background = self._queues
+            queue, limit = (
+                (interactive, self.max_batch)
+                if interactive
+                else (background, self.background_chunk)
+            )
+            if not queue:
+                return
+            taken = self._take(queue, limit)
+            if not taken:  # only abandoned requests were waiting
+                continue
+            flat = [text for request, start, stop in taken for text in request.texts[start:stop]]
+            try:
+                rows = await asyncio.to_thread(self._model, flat)
+            except Exception as exc:  # every request in this call fails; the rest go on
+                for request, _, _ in taken:
+                    self._finish(queue, request, exc)
+                continue
+            self.calls += 1
+            offset = 0
+            for request, start, stop in taken:
+                request.parts.append(rows[offset : offset + stop - start])
+                offset += stop - start
+                if stop == len(request.texts):
+                    self._finish(queue, request, None)
+
+    @staticmethod
+    def _take(queue: deque[_Request], limit: int) -> list[tuple[_Request, int, int]]:
+        """Up to ``limit`` texts from the front of ``queue``: (request, start, stop) slices."""
+        taken: list[tuple[_Request, int, int]] = []
+        room = limit
+        for request in list(queue):
+            if room == 0:
+                break
+            if request.future.done():  # its caller gave up: no model time for it
+                queue.remove(request)
+                continue
+            start = request.done
+            stop = min(len(request.texts), start + room)
+            taken.append((request, start, stop))
+            request.done = stop
+            room -= stop - start
+        return taken
+
+    @staticmethod
+    def _finish(queue: deque[_Request], request: _Request, error: Exception | None) -> None:
+        if request in queue:
+            queue.remove(request)
+        if request.future.done():  # the caller gave up (cancelled)
+            return
+        if error is not None:
+            request.future.set_exception(error)
+        else:
+            request.future.set_result(np.concatenate(request.parts))
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "waiting_interactive": len(self._queues[0]),
+            "waiting_background": len(self._queues[1]),
+        }

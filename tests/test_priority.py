@@ -1,0 +1,99 @@
+"""The embedder pool's scheduler: batching, interactive work first, errors kept to their call."""
+
+import asyncio
+import threading
+
+import numpy as np
+import pytest
+
+from raymem.models.priority import PriorityBatcher
+
+
+class RecordingModel:
+    """Rows of [len(text)] per text; records each call's texts; can hold a call until released."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self.release = threading.Event()
+        self.release.set()
+        self.fail_on: str | None = None
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        self.release.wait(timeout=10)
+        if self.fail_on is not None and self.fail_on in texts:
+            raise RuntimeError("model failed")
+        return np.array([[float(len(text))] for text in texts], dtype=np.float32)
+
+
+async def _until(condition, timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.001)
+
+
+async def test_rows_come_back_in_order_across_chunks():
+    model = RecordingModel()
+    batcher = PriorityBatcher(model, background_chunk=3)
+    texts = ["a" * n for n in range(1, 9)]
+    rows = await batcher.run(texts, background=True)
+    assert rows[:, 0].tolist() == [float(n) for n in range(1, 9)]
+    assert [len(call) for call in model.calls] == [3, 3, 2]
+
+
+async def test_interactive_work_goes_before_waiting_background_work():
+    model = RecordingModel()
+    model.release.clear()  # hold the first call so that the rest queue up behind it
+    batcher = PriorityBatcher(model, background_chunk=2)
+    backlog = asyncio.create_task(batcher.run([f"turn {i}" for i in range(6)], background=True))
+    await _until(lambda: len(model.calls) == 1)
+    queries = [asyncio.create_task(batcher.run([f"query {i}"])) for i in range(3)]
+    await asyncio.sleep(0.01)
+    model.release.set()
+    results = await asyncio.gather(backlog, *queries)
+    # The first background chunk was already running; the three queries share the next call.
+    assert model.calls[0] == ["turn 0", "turn 1"]
+    assert model.calls[1] == ["query 0", "query 1", "query 2"]
+    assert model.calls[2:] == [["turn 2", "turn 3"], ["turn 4", "turn 5"]]
+    assert results[0][:, 0].tolist() == [6.0] * 6
+    assert [r[0, 0] for r in results[1:]] == [7.0, 7.0, 7.0]
+
+
+async def test_a_failed_call_fails_its_callers_only():
+    model = RecordingModel()
+    model.release.clear()
+    batcher = PriorityBatcher(model)
+    first = asyncio.create_task(batcher.run(["warm"]))
+    await _until(lambda: len(model.calls) == 1)
+    model.fail_on = "bad"
+    doomed = asyncio.create_task(batcher.run(["bad", "x"]))
+    await asyncio.sleep(0.01)
+    model.release.set()
+    assert (await first)[0, 0] == 4.0
+    with pytest.raises(RuntimeError, match="model failed"):
+        await doomed
+    model.fail_on = None
+    assert (await batcher.run(["fine"]))[0, 0] == 4.0
+
+
+async def test_an_abandoned_request_costs_no_model_time():
+    model = RecordingModel()
+    model.release.clear()
+    batcher = PriorityBatcher(model)
+    first = asyncio.create_task(batcher.run(["busy"]))
+    await _until(lambda: len(model.calls) == 1)
+    gone = asyncio.create_task(batcher.run(["never embedded"], background=True))
+    await asyncio.sleep(0.01)
+    gone.cancel()
+    model.release.set()
+    await first
+    assert (await batcher.run(["next"]))[0, 0] == 4.0
+    assert ["never embedded"] not in model.calls
+    assert batcher.stats()["waiting_background"] == 0
+
+
+async def test_no_texts_need_no_model_call():
+    model = RecordingModel()
+    batcher = PriorityBatcher(model)
+    assert (await batcher.run([])).shape[0] == 0
+    assert model.calls == []
