@@ -651,18 +651,17 @@ class Recaller:
             if weights["hyde_memory_vector"] or weights["hyde_message_vector"]
             else None
         )
-        # The text channels' SQL runs on the store's thread while this one embeds the
-        # query and sweeps the vector indexes.
-        text_task = asyncio.ensure_future(self._text_channels(request, analysis, timings))
+        # The query is embedded by the model pool while the text channels run here.
+        embed_task = asyncio.ensure_future(
+            self._embed_query(request.query, hyde, query_vector, timings)
+        )
         try:
-            await asyncio.sleep(0)  # let the text channels send their first statements
-            query_vec, hyde_vec = await self._embed_query(
-                request.query, hyde, query_vector, timings
-            )
-            vector_rankings = await self._vector_channels(request, query_vec, hyde_vec, timings)
-            text_rankings = await text_task
+            await asyncio.sleep(0)  # the embedding request leaves before the text channels run
+            text_rankings = await self._text_channels(request, analysis, timings)
+            query_vec, hyde_vec = await embed_task
         finally:
-            text_task.cancel()  # a no-op once it is done
+            embed_task.cancel()  # a no-op once it is done
+        vector_rankings = await self._vector_channels(request, query_vec, hyde_vec, timings)
 
         fuse_started = time.perf_counter()
         fused = fuse({**text_rankings, **vector_rankings}, weights, self.settings.rrf_k)
@@ -714,13 +713,11 @@ class Recaller:
         self, request: RecallRequest, analysis: Analysis, timings: dict[str, float]
     ) -> dict[str, list[tuple[str, int]]]:
         started = time.perf_counter()
-        # The branches' statements queue on the store's connection together rather
-        # than one round trip after another.
-        parts = await asyncio.gather(
-            self._topic_channel(request, analysis),
-            self._memory_text_channel(request, analysis),
-            self._message_text_channels(request, analysis),
-        )
+        parts = [
+            await self._topic_channel(request, analysis),
+            await self._memory_text_channel(request, analysis),
+            await self._message_text_channels(request, analysis),
+        ]
         timings["text_channels"] = _ms(started)
         return {name: ranking for part in parts for name, ranking in part.items()}
 
@@ -807,10 +804,10 @@ class Recaller:
 
     async def _load(self, fused: list[Candidate], request: RecallRequest) -> list[Scored]:
         """Rows for the fused candidates, filtered by type, session and supersession."""
-        memories, messages = await asyncio.gather(
-            self.store.memories_with_turns([c.seq for c in fused if c.kind == "memory"]),
-            self.store.messages_by_seq([c.seq for c in fused if c.kind == "message"]),
+        memories = await self.store.memories_with_turns(
+            [c.seq for c in fused if c.kind == "memory"]
         )
+        messages = await self.store.messages_by_seq([c.seq for c in fused if c.kind == "message"])
         items = []
         for candidate in fused:
             if candidate.kind == "memory":

@@ -22,7 +22,7 @@ import msgspec
 import numpy as np
 
 from raymem.errors import MemoryNotFound, SessionNotFound
-from raymem.store.connection import open_connection
+from raymem.store.connection import open_connection, open_sync
 from raymem.store.vector_index import CachedIndex, VectorChange
 from raymem.types import Memory, ProfileInfo, Session, StoredMessage
 
@@ -495,11 +495,20 @@ class ProfileStore:
     """One profile's SQLite file: messages, memories, indexes, sessions and the ledger."""
 
     def __init__(
-        self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection, dim: int
+        self,
+        path: Path,
+        writer: aiosqlite.Connection,
+        reader: aiosqlite.Connection,
+        dim: int,
+        quick_reader: Any,
     ) -> None:
         self.path = path
         self.dim = dim
         self._writer, self._reader = writer, reader
+        # Recall's statements are indexed lookups of tens of microseconds: a hop to the
+        # async connection's thread and back costs several times that, so they run on
+        # this blocking connection, on the event loop's thread (see ``_fetch_quick``).
+        self._quick = quick_reader
         self._commits = 0  # transactions committed through ``write`` since opening
         self._latest_activity: tuple[int, datetime | None] = (-1, None)  # (at commits, value)
         self._write_lock = asyncio.Lock()
@@ -537,7 +546,7 @@ class ProfileStore:
         except BaseException:
             await writer.close()
             raise
-        return cls(path, writer, reader, dim)
+        return cls(path, writer, reader, dim, open_sync(path))
 
     @staticmethod
     async def _follow_embedder(conn: aiosqlite.Connection, path: Path, embedder: str) -> None:
@@ -594,6 +603,7 @@ class ProfileStore:
 
     async def close(self) -> None:
         async with self._write_lock:
+            self._quick.close()
             await self._reader.close()
             await self._writer.close()
 
@@ -617,6 +627,16 @@ class ProfileStore:
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return await _rows(self._reader, sql, params)
+
+    def _fetch_quick(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of a short indexed read, run here on the caller's thread.
+
+        For recall's lookups only, whose cost is bounded (by a ``LIMIT``, a list of
+        keys, or the full-text postings budget); reads that may scan a profile go
+        through ``_fetchall``. The statement is finished at once, so it holds no
+        read snapshot afterwards.
+        """
+        return list(self._quick.execute(sql, params).fetchall())
 
     async def existing_message_ids(self, ids: Sequence[str]) -> set[str]:
         return await StoreWriter(self._reader).existing_message_ids(ids)
@@ -684,7 +704,7 @@ class ProfileStore:
     async def memories_by_seq(self, seqs: Sequence[int]) -> dict[int, Memory]:
         if not seqs:
             return {}
-        rows = await self._fetchall(
+        rows = self._fetch_quick(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE seq IN ({_placeholders(len(seqs))})",
             list(seqs),
         )
@@ -701,7 +721,7 @@ class ProfileStore:
         if not seqs:
             return {}
         columns = ", ".join(f"m.{column}" for column in MEMORY_COLUMNS.split(", "))
-        rows = await self._fetchall(
+        rows = self._fetch_quick(
             f"SELECT {columns}, t.seq, t.created_at FROM memories m"
             " LEFT JOIN messages t ON t.id = json_extract(m.source_message_ids, '$[0]')"
             f" WHERE m.seq IN ({_placeholders(len(seqs))})",
@@ -722,7 +742,7 @@ class ProfileStore:
     async def messages_by_seq(self, seqs: Sequence[int]) -> dict[int, StoredMessage]:
         if not seqs:
             return {}
-        rows = await self._fetchall(
+        rows = self._fetch_quick(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE seq IN ({_placeholders(len(seqs))})",
             list(seqs),
         )
@@ -748,7 +768,7 @@ class ProfileStore:
         # First the best few hundred by BM25 alone, then the filters on those: joining
         # every match to ``memories`` costs a row lookup each (12 ms for 10K matches).
         shortlist = max(4 * limit, 200)
-        rows = await self._fetchall(
+        rows = self._fetch_quick(
             f"SELECT f.rowid, {keep} FROM (SELECT rowid, bm25(memories_fts, 1.0, 0.5) AS score"
             " FROM memories_fts WHERE memories_fts MATCH ? ORDER BY score LIMIT ?) AS f"
             " CROSS JOIN memories m ON m.seq = f.rowid ORDER BY f.score",
@@ -758,7 +778,7 @@ class ProfileStore:
         if len(found) >= limit or len(rows) < shortlist:
             return found[:limit]
         # The filters dropped most of the shortlist: rank every match that passes them.
-        rows = await self._fetchall(
+        rows = self._fetch_quick(
             "SELECT m.seq FROM memories_fts CROSS JOIN memories m ON m.seq = memories_fts.rowid"
             f" WHERE memories_fts MATCH ? AND {keep}"
             " ORDER BY bm25(memories_fts, 1.0, 0.5) LIMIT ?",
@@ -784,7 +804,7 @@ class ProfileStore:
         unknown = [phrase for phrase in phrases if phrase not in known]
         if unknown:
             count = f"(SELECT count(*) FROM (SELECT 1 FROM {fts} WHERE {fts} MATCH ? LIMIT ?))"
-            rows = await self._fetchall(
+            rows = self._fetch_quick(
                 "SELECT " + ", ".join([count] * len(unknown)),
                 [value for phrase in unknown for value in (phrase, cap)],
             )
@@ -813,13 +833,13 @@ class ProfileStore:
             where += " AND m.created_at >= ? AND m.created_at < ?"
             params += list(between)
         if not where:  # the index alone answers: no row lookup per match
-            rows = await self._fetchall(
+            rows = self._fetch_quick(
                 "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?"
                 " ORDER BY bm25(messages_fts) LIMIT ?",
                 [fts_query, limit],
             )
             return [row[0] for row in rows]
-        rows = await self._fetchall(
+        rows = self._fetch_quick(
             "SELECT m.seq FROM messages_fts CROSS JOIN messages m ON m.seq = messages_fts.rowid"
             f" WHERE messages_fts MATCH ?{where} ORDER BY bm25(messages_fts) LIMIT ?",
             [fts_query, *params, limit],
@@ -848,7 +868,7 @@ class ProfileStore:
         """Seqs of the current heads of the given topic keys."""
         if not topic_keys:
             return []
-        rows = await self._fetchall(
+        rows = self._fetch_quick(
             f"SELECT seq FROM memories WHERE topic_key IN ({_placeholders(len(topic_keys))})"
             " AND superseded_by IS NULL AND forgotten_at IS NULL ORDER BY seq DESC",
             list(topic_keys),
@@ -964,7 +984,7 @@ class ProfileStore:
             where += " AND m.session_id = ?"
             params.append(session_id)
         sql = f"SELECT m.seq FROM messages m WHERE {where} ORDER BY m.created_at DESC LIMIT ?"
-        return [row[0] for row in await self._fetchall(sql, [*params, limit])]
+        return [row[0] for row in self._fetch_quick(sql, [*params, limit])]
 
     async def adjacent_messages(
         self, seqs: Sequence[int], *, window: int = 1
@@ -978,7 +998,7 @@ class ProfileStore:
         # ``+n.session_id`` keeps the planner on the seq range of the primary key: through
         # the session index it walked every turn of the session (1.5 ms at 10K turns).
         columns = ", ".join(f"n.{column}" for column in MESSAGE_COLUMNS.split(", "))
-        rows = await self._fetchall(
+        rows = self._fetch_quick(
             f"SELECT m.seq, {columns} FROM messages m"
             " JOIN messages n ON +n.session_id = m.session_id"
             " AND n.seq BETWEEN m.seq - ? AND m.seq + ? AND n.seq != m.seq"
@@ -998,7 +1018,7 @@ class ProfileStore:
         commits = self._commits
         if self._latest_activity[0] == commits:
             return self._latest_activity[1]
-        rows = await self._fetchall("SELECT max(started_at) FROM sessions")
+        rows = self._fetch_quick("SELECT max(started_at) FROM sessions")
         latest = from_db_time(rows[0][0]) if rows else None
         if self._commits == commits:  # no commit landed while reading
             self._latest_activity = (commits, latest)
