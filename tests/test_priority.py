@@ -97,3 +97,21 @@ async def test_no_texts_need_no_model_call():
     batcher = PriorityBatcher(model)
     assert (await batcher.run([])).shape[0] == 0
     assert model.calls == []
+
+
+async def test_a_query_does_not_wait_for_a_large_ingest_queued_before_it():
+    model = RecordingModel()
+    model.release.clear()
+    batcher = PriorityBatcher(model, max_batch=4)
+    first = asyncio.create_task(batcher.run(["busy"]))
+    await _until(lambda: len(model.calls) == 1)
+    ingest = asyncio.create_task(batcher.run([f"memory {i}" for i in range(10)]))
+    await asyncio.sleep(0.01)
+    query = asyncio.create_task(batcher.run(["query"]))
+    await asyncio.sleep(0.01)
+    model.release.set()
+    await asyncio.gather(first, ingest, query)
+    # The query goes in the next call, and the ingest fills the rest of every call.
+    assert model.calls[1] == ["query", "memory 0", "memory 1", "memory 2"]
+    assert [len(call) for call in model.calls[2:]] == [4, 3]
+    assert (await ingest)[:, 0].tolist() == [8.0] * 10

@@ -4,9 +4,10 @@ A recall waits for its query's vector, and an ingest for its memories' vectors,
 while a profile's background vectoriser may have hundreds of turns to embed. If
 they shared one first-come queue, a query would wait behind all of those turns.
 ``PriorityBatcher`` runs the model one call at a time; each call takes every
-waiting interactive text (up to ``max_batch``), and only when none waits, the
-next ``background_chunk`` texts of background work. So an interactive request
-waits for at most one small background chunk. No Ray imports.
+waiting interactive text (up to ``max_batch``, the shortest requests first),
+and only when none waits, the next ``background_chunk`` texts of background
+work. So an interactive request waits for at most one small background chunk,
+and a query is not held up by a large ingest. No Ray imports.
 """
 
 import asyncio
@@ -90,10 +91,15 @@ class PriorityBatcher:
 
     @staticmethod
     def _take(queue: deque[_Request], limit: int) -> list[tuple[_Request, int, int]]:
-        """Up to ``limit`` texts from the front of ``queue``: (request, start, stop) slices."""
+        """Up to ``limit`` texts of ``queue``: (request, start, stop) slices.
+
+        The requests with the fewest texts left go first: a query's one text does
+        not wait for the thousand memories of an ingest queued before it, while the
+        ingest still gets the rest of every call.
+        """
         taken: list[tuple[_Request, int, int]] = []
         room = limit
-        for request in list(queue):
+        for request in sorted(queue, key=lambda r: len(r.texts) - r.done):
             if room == 0:
                 break
             if request.future.done():  # its caller gave up: no model time for it
