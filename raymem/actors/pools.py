@@ -39,8 +39,12 @@ class EmbedderPool:
             max_seq_length=models.embedder_max_seq_length,
             cache_dir=Path(models.embedder_cache_dir) if models.embedder_cache_dir else None,
         )
+        # A call holds at most one forward pass of interactive texts: longer than
+        # that would batch no better, and a query arriving meanwhile would wait.
         self._batcher = PriorityBatcher(
-            self._model.embed, background_chunk=models.embedder_background_chunk
+            self._model.embed,
+            max_batch=models.embedder_batch_size,
+            background_chunk=models.embedder_background_chunk,
         )
 
     async def info(self) -> dict[str, Any]:
