@@ -138,6 +138,11 @@ async def _rows(conn: aiosqlite.Connection, sql: str, params: Sequence[Any] = ()
     return list(await conn.execute_fetchall(sql, params))
 
 
+def _qualified(columns: str, alias: str) -> str:
+    """A column list with a table alias: ("seq, id", "m") -> "m.seq, m.id"."""
+    return ", ".join(f"{alias}.{column}" for column in columns.split(", "))
+
+
 def _placeholders(count: int) -> str:
     return ",".join("?" * count)
 
@@ -720,14 +725,13 @@ class ProfileStore:
         """
         if not seqs:
             return {}
-        columns = ", ".join(f"m.{column}" for column in MEMORY_COLUMNS.split(", "))
         rows = self._fetch_quick(
-            f"SELECT {columns}, t.seq, t.created_at FROM memories m"
+            f"SELECT {_qualified(MEMORY_COLUMNS, 'm')}, t.seq, t.created_at FROM memories m"
             " LEFT JOIN messages t ON t.id = json_extract(m.source_message_ids, '$[0]')"
             f" WHERE m.seq IN ({_placeholders(len(seqs))})",
             list(seqs),
         )
-        return {row[0]: (_memory_from_row(row), row[13], from_db_time(row[14])) for row in rows}
+        return {row[0]: (_memory_from_row(row), row[-2], from_db_time(row[-1])) for row in rows}
 
     async def memories_by_id(self, ids: Sequence[str]) -> list[Memory]:
         if not ids:
@@ -997,9 +1001,8 @@ class ProfileStore:
             return {}
         # ``+n.session_id`` keeps the planner on the seq range of the primary key: through
         # the session index it walked every turn of the session (1.5 ms at 10K turns).
-        columns = ", ".join(f"n.{column}" for column in MESSAGE_COLUMNS.split(", "))
         rows = self._fetch_quick(
-            f"SELECT m.seq, {columns} FROM messages m"
+            f"SELECT m.seq, {_qualified(MESSAGE_COLUMNS, 'n')} FROM messages m"
             " JOIN messages n ON +n.session_id = m.session_id"
             " AND n.seq BETWEEN m.seq - ? AND m.seq + ? AND n.seq != m.seq"
             f" WHERE m.seq IN ({_placeholders(len(seqs))}) ORDER BY m.seq, n.seq",
