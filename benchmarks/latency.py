@@ -169,11 +169,11 @@ async def actor_latency(
     inside: list[float] = []  # the recall pipeline's own time, inside the actor
     for text, vector in zip(texts[:3], vectors[:3], strict=True):  # activation and index reads
         warm = RecallRequest(query=text, limit=10, synthesize=False)
-        await router.call("default", profile, "recall", warm, vector.tolist())
+        await router.call("default", profile, "recall", warm, vector)
     for text, vector, index in zip(texts, vectors, picks, strict=True):
         request = RecallRequest(query=text, limit=10, synthesize=False)
         began = time.perf_counter()
-        result = await router.call("default", profile, "recall", request, vector.tolist())
+        result = await router.call("default", profile, "recall", request, vector)
         without_model.append((time.perf_counter() - began) * 1000)
         inside.append(result.latency_ms["total"])
         hits += any(f"SN{index:06d}" in m.content for m in result.memories)
