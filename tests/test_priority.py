@@ -32,6 +32,14 @@ async def _until(condition, timeout: float = 5.0) -> None:
             await asyncio.sleep(0.001)
 
 
+async def _occupy(batcher: PriorityBatcher, model: RecordingModel, texts: list[str], **kw):
+    """Start a first call and hold it in the model, so that what follows has to queue."""
+    model.release.clear()
+    first = asyncio.create_task(batcher.run(texts, **kw))
+    await _until(lambda: len(model.calls) == 1)
+    return first
+
+
 async def test_rows_come_back_in_order_across_chunks():
     model = RecordingModel()
     batcher = PriorityBatcher(model, background_chunk=3)
@@ -43,10 +51,8 @@ async def test_rows_come_back_in_order_across_chunks():
 
 async def test_interactive_work_goes_before_waiting_background_work():
     model = RecordingModel()
-    model.release.clear()  # hold the first call so that the rest queue up behind it
     batcher = PriorityBatcher(model, background_chunk=2)
-    backlog = asyncio.create_task(batcher.run([f"turn {i}" for i in range(6)], background=True))
-    await _until(lambda: len(model.calls) == 1)
+    backlog = await _occupy(batcher, model, [f"turn {i}" for i in range(6)], background=True)
     queries = [asyncio.create_task(batcher.run([f"query {i}"])) for i in range(3)]
     await asyncio.sleep(0.01)
     model.release.set()
@@ -61,10 +67,8 @@ async def test_interactive_work_goes_before_waiting_background_work():
 
 async def test_a_failed_call_fails_its_callers_only():
     model = RecordingModel()
-    model.release.clear()
     batcher = PriorityBatcher(model)
-    first = asyncio.create_task(batcher.run(["warm"]))
-    await _until(lambda: len(model.calls) == 1)
+    first = await _occupy(batcher, model, ["warm"])
     model.fail_on = "bad"
     doomed = asyncio.create_task(batcher.run(["bad", "x"]))
     await asyncio.sleep(0.01)
@@ -78,10 +82,8 @@ async def test_a_failed_call_fails_its_callers_only():
 
 async def test_an_abandoned_request_costs_no_model_time():
     model = RecordingModel()
-    model.release.clear()
     batcher = PriorityBatcher(model)
-    first = asyncio.create_task(batcher.run(["busy"]))
-    await _until(lambda: len(model.calls) == 1)
+    first = await _occupy(batcher, model, ["busy"])
     gone = asyncio.create_task(batcher.run(["never embedded"], background=True))
     await asyncio.sleep(0.01)
     gone.cancel()
@@ -101,10 +103,8 @@ async def test_no_texts_need_no_model_call():
 
 async def test_a_query_does_not_wait_for_a_large_ingest_queued_before_it():
     model = RecordingModel()
-    model.release.clear()
     batcher = PriorityBatcher(model, max_batch=4)
-    first = asyncio.create_task(batcher.run(["busy"]))
-    await _until(lambda: len(model.calls) == 1)
+    first = await _occupy(batcher, model, ["busy"])
     ingest = asyncio.create_task(batcher.run([f"memory {i}" for i in range(10)]))
     await asyncio.sleep(0.01)
     query = asyncio.create_task(batcher.run(["query"]))

@@ -52,10 +52,9 @@ class PriorityBatcher:
 
     async def run(self, texts: list[str], *, background: bool = False) -> np.ndarray:
         """The model's rows for ``texts``, in order, once a model call has covered them all."""
-        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
         if not texts:
-            future.set_result(np.zeros((0, 0), dtype=np.float32))
-            return await future
+            return np.zeros((0, 0), dtype=np.float32)
+        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
         self._queues[int(background)].append(_Request(list(texts), future))
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
