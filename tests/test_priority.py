@@ -49,6 +49,19 @@ async def test_rows_come_back_in_order_across_chunks():
     assert [len(call) for call in model.calls] == [3, 3, 2]
 
 
+async def test_a_split_request_goes_to_the_model_shortest_first_and_returns_in_order():
+    model = RecordingModel()
+    batcher = PriorityBatcher(model, background_chunk=3)
+    lengths = [7, 1, 9, 4, 2, 8, 3, 6, 5]
+    rows = await batcher.run(["x" * n for n in lengths], background=True)
+    assert rows[:, 0].tolist() == [float(n) for n in lengths]
+    assert [[len(text) for text in call] for call in model.calls] == [
+        [1, 2, 3],
+        [4, 5, 6],
+        [7, 8, 9],
+    ]
+
+
 async def test_interactive_work_goes_before_waiting_background_work():
     model = RecordingModel()
     batcher = PriorityBatcher(model, background_chunk=2)
