@@ -71,6 +71,11 @@ class ModelSettings(Section):
     embedder_threads: int = 0  # model threads per embedder replica; 0: half the cores
     embedder_batch_size: int = 64  # texts per forward pass
     embedder_background_chunk: int = 16  # texts per model call for background vectorising
+    # Background vectorising waits until no query or ingest has asked for vectors for
+    # embedder_background_after_s, so the cores go to the requests being answered; a
+    # burst holds it back embedder_background_max_delay_s at most.
+    embedder_background_after_s: float = 0.25
+    embedder_background_max_delay_s: float = 60.0
     # auto: float16 on a GPU, bfloat16 on a CPU with native bfloat16 (AMX, AVX512-BF16;
     # 3-4x float32, cosine to float32 > 0.999), else float32. int8: dynamic int8 on
     # CPU (about 1.4x, cosine about 0.985). The store records the precision in the

@@ -2,6 +2,7 @@
 
 import asyncio
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -76,6 +77,36 @@ async def test_interactive_work_goes_before_waiting_background_work():
     assert model.calls[2:] == [["turn 2", "turn 3"], ["turn 4", "turn 5"]]
     assert results[0][:, 0].tolist() == [6.0] * 6
     assert [r[0, 0] for r in results[1:]] == [7.0, 7.0, 7.0]
+
+
+async def test_background_work_waits_for_a_quiet_moment_while_queries_still_go_first():
+    model = RecordingModel()
+    batcher = PriorityBatcher(model, background_after_s=0.3)
+    await batcher.run(["ingest"])
+    backlog = asyncio.create_task(batcher.run(["turn"], background=True))
+    await asyncio.sleep(0.1)
+    assert model.calls == [["ingest"]]  # held back: a query came 0.1 s ago
+    started = time.monotonic()
+    await batcher.run(["query"])  # not held up by the waiting background work
+    assert time.monotonic() - started < 0.1
+    last_query = time.monotonic()
+    await backlog
+    assert time.monotonic() - last_query >= 0.3 - 0.01
+    assert model.calls == [["ingest"], ["query"], ["turn"]]
+
+
+async def test_a_steady_stream_of_queries_holds_background_work_back_only_so_long():
+    model = RecordingModel()
+    batcher = PriorityBatcher(model, background_after_s=10.0, background_max_delay_s=0.2)
+    await batcher.run(["first query"])
+    backlog = asyncio.create_task(batcher.run(["turn"], background=True))
+    started = time.monotonic()
+    while not backlog.done():
+        await batcher.run(["query"])
+        await asyncio.sleep(0.02)
+        assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started >= 0.2 - 0.01
+    assert (await backlog)[0, 0] == float(len("turn"))
 
 
 async def test_a_failed_call_fails_its_callers_only():

@@ -45,6 +45,8 @@ class EmbedderPool:
             self._model.embed,
             max_batch=models.embedder_batch_size,
             background_chunk=models.embedder_background_chunk,
+            background_after_s=models.embedder_background_after_s,
+            background_max_delay_s=models.embedder_background_max_delay_s,
         )
 
     async def info(self) -> dict[str, Any]:

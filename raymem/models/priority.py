@@ -16,6 +16,8 @@ No Ray imports.
 """
 
 import asyncio
+import contextlib
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -59,14 +61,33 @@ class PriorityBatcher:
         max_batch: texts per model call at most (one caller's longer list is split).
         background_chunk: texts per model call for background work, so that
             interactive work never waits long behind it.
+        background_after_s: background work starts only once no interactive
+            request has come for this long, so that during a burst of ingests the
+            cores go to the requests being answered (0: whenever none waits).
+        background_max_delay_s: how long a burst may hold background work back;
+            after that it runs between interactive calls until the next quiet
+            moment, so a steady stream cannot starve it.
     """
 
-    def __init__(self, model: ModelFn, *, max_batch: int = 256, background_chunk: int = 16):
+    def __init__(
+        self,
+        model: ModelFn,
+        *,
+        max_batch: int = 256,
+        background_chunk: int = 16,
+        background_after_s: float = 0.0,
+        background_max_delay_s: float = 60.0,
+    ):
         self._model = model
         self.max_batch = max(1, max_batch)
         self.background_chunk = max(1, background_chunk)
+        self.background_after_s = max(0.0, background_after_s)
+        self.background_max_delay_s = max(0.0, background_max_delay_s)
         self._queues: tuple[deque[_Request], deque[_Request]] = (deque(), deque())
         self._worker: asyncio.Task[None] | None = None
+        self._arrived = asyncio.Event()  # wakes a worker holding background work back
+        self._last_interactive = float("-inf")
+        self._holding_since: float | None = None  # when this burst began holding background back
         self.calls = 0  # model calls made (for tests and stats)
 
     async def run(self, texts: list[str], *, background: bool = False) -> np.ndarray:
@@ -75,6 +96,9 @@ class PriorityBatcher:
             return np.zeros((0, 0), dtype=np.float32)
         future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
         self._queues[int(background)].append(_Request(list(texts), future))
+        if not background:
+            self._last_interactive = time.monotonic()
+            self._arrived.set()
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
         return await future
@@ -89,6 +113,8 @@ class PriorityBatcher:
             )
             if not queue:
                 return
+            if queue is background and await self._held_back():
+                continue
             taken = self._take(queue, limit)
             if not taken:  # only abandoned requests were waiting
                 continue
@@ -106,6 +132,27 @@ class PriorityBatcher:
                 offset += stop - start
                 if stop == len(request.texts):
                     self._finish(queue, request, None)
+
+    async def _held_back(self) -> bool:
+        """Wait while interactive work came too recently; True if there was a wait.
+
+        The wait ends early when an interactive request arrives (it goes first), and
+        background work is held back at most ``background_max_delay_s`` per burst.
+        """
+        now = time.monotonic()
+        quiet_in = self._last_interactive + self.background_after_s - now
+        if quiet_in <= 0:
+            self._holding_since = None
+            return False
+        if self._holding_since is None:
+            self._holding_since = now
+        overdue_in = self._holding_since + self.background_max_delay_s - now
+        if overdue_in <= 0:
+            return False
+        self._arrived.clear()
+        with contextlib.suppress(TimeoutError):  # quiet, or held back long enough
+            await asyncio.wait_for(self._arrived.wait(), timeout=min(quiet_in, overdue_in))
+        return True
 
     @staticmethod
     def _take(queue: deque[_Request], limit: int) -> list[tuple[_Request, int, int]]:
