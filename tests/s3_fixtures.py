@@ -126,12 +126,13 @@ class ThrottlingProxy:
                         f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code>"
                         f"<Message>Injected by the test proxy</Message></Error>"
                     ).encode()
+                    # Recorded before answering: the client may check as soon as it has the reply.
+                    proxy._record(self.command, self.path, status)
                     self.send_response(status)
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(error)))
                     self.end_headers()
                     self.wfile.write(error)
-                    proxy._record(self.command, self.path, status)
                     return
                 conn = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port)
                 try:
@@ -142,6 +143,7 @@ class ThrottlingProxy:
                     payload = response.read()
                 finally:
                     conn.close()
+                proxy._record(self.command, self.path, response.status)
                 self.send_response(response.status)
                 for key, value in response.getheaders():
                     if key.lower() not in ("content-length", "transfer-encoding", "connection"):
@@ -150,7 +152,6 @@ class ThrottlingProxy:
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(payload)
-                proxy._record(self.command, self.path, response.status)
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 

@@ -63,6 +63,21 @@ async def test_a_split_request_goes_to_the_model_shortest_first_and_returns_in_o
     ]
 
 
+async def test_a_background_call_holds_a_bounded_number_of_characters():
+    model = RecordingModel()
+    batcher = PriorityBatcher(model, background_chunk=16, background_chunk_chars=25)
+    texts = ["y" * 100, *["x" * 10 for _ in range(5)]]
+    rows = await batcher.run(texts, background=True)
+    assert rows[:, 0].tolist() == [100.0] + [10.0] * 5
+    # Two short texts fit in 25 characters; the long one goes alone, never left out.
+    assert [[len(text) for text in call] for call in model.calls] == [
+        [10, 10],
+        [10, 10],
+        [10],
+        [100],
+    ]
+
+
 async def test_interactive_work_goes_before_waiting_background_work():
     model = RecordingModel()
     batcher = PriorityBatcher(model, background_chunk=2)

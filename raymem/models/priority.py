@@ -61,6 +61,9 @@ class PriorityBatcher:
         max_batch: texts per model call at most (one caller's longer list is split).
         background_chunk: texts per model call for background work, so that
             interactive work never waits long behind it.
+        background_chunk_chars: characters per background call at most (one text
+            at least), so a chunk of long texts keeps a query waiting no longer
+            than one of short ones.
         background_after_s: background work starts only once no interactive
             request has come for this long, so that during a burst of ingests the
             cores go to the requests being answered (0: whenever none waits).
@@ -75,12 +78,14 @@ class PriorityBatcher:
         *,
         max_batch: int = 256,
         background_chunk: int = 16,
+        background_chunk_chars: int = 8192,
         background_after_s: float = 0.0,
         background_max_delay_s: float = 60.0,
     ):
         self._model = model
         self.max_batch = max(1, max_batch)
         self.background_chunk = max(1, background_chunk)
+        self.background_chunk_chars = max(1, background_chunk_chars)
         self.background_after_s = max(0.0, background_after_s)
         self.background_max_delay_s = max(0.0, background_max_delay_s)
         self._queues: tuple[deque[_Request], deque[_Request]] = (deque(), deque())
@@ -106,16 +111,16 @@ class PriorityBatcher:
     async def _drain(self) -> None:
         while True:
             interactive, background = self._queues
-            queue, limit = (
-                (interactive, self.max_batch)
+            queue, limit, max_chars = (
+                (interactive, self.max_batch, None)
                 if interactive
-                else (background, self.background_chunk)
+                else (background, self.background_chunk, self.background_chunk_chars)
             )
             if not queue:
                 return
             if queue is background and await self._held_back():
                 continue
-            taken = self._take(queue, limit)
+            taken = self._take(queue, limit, max_chars)
             if not taken:  # only abandoned requests were waiting
                 continue
             flat = [text for request, start, stop in taken for text in request.batch(start, stop)]
@@ -155,23 +160,34 @@ class PriorityBatcher:
         return True
 
     @staticmethod
-    def _take(queue: deque[_Request], limit: int) -> list[tuple[_Request, int, int]]:
-        """Up to ``limit`` texts of ``queue``: (request, start, stop) slices.
+    def _take(
+        queue: deque[_Request], limit: int, max_chars: int | None = None
+    ) -> list[tuple[_Request, int, int]]:
+        """Up to ``limit`` texts (and ``max_chars`` characters) of ``queue``: slices.
 
-        The requests with the fewest texts left go first: a query's one text does
-        not wait for the thousand memories of an ingest queued before it, while the
-        ingest still gets the rest of every call.
+        Each slice is (request, start, stop). The requests with the fewest texts
+        left go first: a query's one text does not wait for the thousand memories
+        of an ingest queued before it, while the ingest still gets the rest of
+        every call. The first text is taken whatever its length.
         """
         taken: list[tuple[_Request, int, int]] = []
         room = limit
+        chars_left = max_chars if max_chars is not None else float("inf")
         for request in sorted(queue, key=lambda r: len(r.texts) - r.done):
-            if room == 0:
+            if room == 0 or chars_left <= 0:
                 break
             if request.future.done():  # its caller gave up: no model time for it
                 queue.remove(request)
                 continue
-            start = request.done
-            stop = min(len(request.texts), start + room)
+            start = stop = request.done
+            while stop < len(request.texts) and stop - start < room:
+                length = len(request.texts[request.order[stop]])
+                if length > chars_left and (taken or stop > start):
+                    break
+                chars_left -= length
+                stop += 1
+            if stop == start:
+                break
             taken.append((request, start, stop))
             request.done = stop
             room -= stop - start
