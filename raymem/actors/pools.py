@@ -17,6 +17,11 @@ log = logging.getLogger(__name__)
 EMBEDDER_DEPLOYMENT = "Embedder"
 
 
+#: A background call holds ``embedder_background_chunk`` texts, or as many characters
+#: as that many texts of this length (16: 8,192), so long texts make no longer calls.
+CHARS_PER_BACKGROUND_TEXT = 512
+
+
 @serve.deployment(name=EMBEDDER_DEPLOYMENT, max_ongoing_requests=256)
 class EmbedderPool:
     """Embeds lists of texts for profile actors, one model call at a time.
@@ -45,6 +50,7 @@ class EmbedderPool:
             self._model.embed,
             max_batch=models.embedder_batch_size,
             background_chunk=models.embedder_background_chunk,
+            background_chunk_chars=models.embedder_background_chunk * CHARS_PER_BACKGROUND_TEXT,
             background_after_s=models.embedder_background_after_s,
             background_max_delay_s=models.embedder_background_max_delay_s,
         )
