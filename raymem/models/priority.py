@@ -9,6 +9,11 @@ and only when none waits, the next ``background_chunk`` texts of background
 work. So an interactive request waits for at most one small background chunk,
 and a query is not held up by a large ingest.
 
+During a burst of interactive work, background work also waits for a quiet
+moment (``background_after_s``), for ``background_max_delay_s`` at most, so the
+cores go to the requests being answered; a background call is capped in
+characters too, so long texts make it no longer.
+
 A request split over several calls hands its texts to the model shortest
 first, so each call holds texts of about one length and pads little: 128 turns
 embedded 16 at a time went about 30% faster in length order than in list order.
