@@ -1018,13 +1018,12 @@ class ProfileStore:
 
         Every recall asks, so the answer is kept until the next commit.
         """
-        commits = self._commits
-        if self._latest_activity[0] == commits:
+        if self._latest_activity[0] == self._commits:
             return self._latest_activity[1]
+        # A blocking read on this thread: no commit can land between it and the record.
         rows = self._fetch_quick("SELECT max(started_at) FROM sessions")
         latest = from_db_time(rows[0][0]) if rows else None
-        if self._commits == commits:  # no commit landed while reading
-            self._latest_activity = (commits, latest)
+        self._latest_activity = (self._commits, latest)
         return latest
 
     async def ledger_entries(
