@@ -68,16 +68,25 @@ class AppendRequest(Request, kw_only=True):
 # ---------------------------------------------------------------- responses
 
 
-class Memory(Schema, kw_only=True):
-    id: str
+class MemoryFields(Schema, kw_only=True):
+    """What every form of a memory carries: a candidate, a stored row, the wire ``Memory``.
+
+    The one list of a memory's descriptive fields; each form adds what it alone has
+    (a candidate its provenance spans and questions, a row its id and chain pointers).
+    """
+
     type: str
     content: str
     topic_key: str | None = None
-    event_time: str | None = None
+    event_time: str | None = None  # events: the ISO date they happened
     importance: float = 0.5
     confidence: float = 1.0
     session_id: str | None = None
     source_message_ids: list[str] = []
+
+
+class Memory(MemoryFields, kw_only=True):
+    id: str
     created_at: datetime
     superseded_by: str | None = None
     forgotten_at: datetime | None = None
