@@ -142,7 +142,7 @@ def build_profile(settings: Settings, profile: str, size: int, dim: int, embedde
                 turns = [MessageIn(role="user", content=fact(i)) for i in range(first, stop)]
                 await ingest(store, f"s{first // 10_000}", turns)
             for table in ("memory_vectors", "message_vectors"):
-                while pending := await store.pending_vectors(table, limit=5000):
+                while pending := await store.reads.pending_vectors(table, limit=5000):
                     vectors = rng.standard_normal((len(pending), dim)).astype(np.float32)
                     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
                     rows = [(seq, vectors[i]) for i, (seq, _) in enumerate(pending)]

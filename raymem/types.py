@@ -85,6 +85,13 @@ class MemoryFields(Schema, kw_only=True):
     source_message_ids: list[str] = []
 
 
+class MemoryRecord(MemoryFields, kw_only=True):
+    """A memory as extraction proposes it and the store keeps it, beyond what the wire shows."""
+
+    source_spans: list[tuple[int, int]] = []  # (first, last) sentence of each source message
+    search_queries: list[str] = []  # 3-5 questions it answers, for full-text search
+
+
 class Memory(MemoryFields, kw_only=True):
     id: str
     created_at: datetime

@@ -96,7 +96,7 @@ async def test_ingest_dates_an_event_no_pattern_finds(store, embedded):
         MessageIn(role="user", content="My brother is a firefighter.", created_at=said),
     ]
     result = await ingest.ingest(store, "s1", turns, embed=embedded, prototypes=TypePrototypes())
-    memories = {m.content: m for m in await store.memories_by_id(result.memory_ids)}
+    memories = {m.content: m for m in await store.reads.memories_by_id(result.memory_ids)}
     trout = memories["I caught a huge trout at the lake."]
     assert (trout.type, trout.event_time) == ("event", "2026-04-15")
     brother = memories["My brother is a firefighter."]
@@ -104,13 +104,13 @@ async def test_ingest_dates_an_event_no_pattern_finds(store, embedded):
     # Classification's vectors were reused by reconciliation and stored.
     texts = [t for t in embedded.sent if t in memories]
     assert sorted(texts) == sorted(memories)
-    assert await store.pending_vectors("memory_vectors") == []
+    assert await store.reads.pending_vectors("memory_vectors") == []
 
 
 async def test_without_an_embedder_no_pattern_means_fact(store):
     turns = [MessageIn(role="user", content="I caught a huge trout at the lake.")]
     result = await ingest.ingest(store, "s1", turns, prototypes=TypePrototypes())
-    [memory] = await store.memories_by_id(result.memory_ids)
+    [memory] = await store.reads.memories_by_id(result.memory_ids)
     assert memory.type == "fact"
 
 
@@ -123,7 +123,7 @@ async def test_remember_settles_the_type_and_a_forced_type_wins(store, embedded)
         embed=embedded,
         prototypes=prototypes,
     )
-    [memory] = await store.memories_by_id([held_by])
+    [memory] = await store.reads.memories_by_id([held_by])
     assert memory.type == "event" and memory.event_time is not None
     held_by, _ = await ingest.remember(
         store,
@@ -133,5 +133,5 @@ async def test_remember_settles_the_type_and_a_forced_type_wins(store, embedded)
         embed=embedded,
         prototypes=prototypes,
     )
-    [memory] = await store.memories_by_id([held_by])
+    [memory] = await store.reads.memories_by_id([held_by])
     assert memory.type == "fact"

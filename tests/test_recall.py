@@ -32,7 +32,7 @@ async def store(tmp_path):
 async def vectorise(store: ProfileStore, embed) -> None:
     """What the profile actor does in the background: embed every pending row."""
     for table in ("memory_vectors", "message_vectors"):
-        pending = await store.pending_vectors(table, limit=10_000)
+        pending = await store.reads.pending_vectors(table, limit=10_000)
         if pending:
             vectors = await embed([text for _, text in pending])
             async with store.write() as writer:
@@ -302,7 +302,7 @@ async def test_ties_are_broken_by_recency(store, embed):
             role="assistant", content=f"Reminder {session}: water the ferns.", created_at=moment
         )
         await ingest_pipeline.ingest(store, session, [turn])
-    rows = await store.messages_by_seq([1, 2])
+    rows = store.search.messages_by_seq([1, 2])
     items = [
         recall.Scored({"message_fts": 1.0}, message=row, message_seq=seq)
         for seq, row in rows.items()
@@ -450,10 +450,10 @@ async def test_term_counts_stop_at_the_cap(store):
         "s1",
         [MessageIn(role="user", content=f"Member {i} keeps a lamp at home.") for i in range(30)],
     )
-    counts = await store.term_counts("messages", ['"member"', '"7"', '"piano"'], cap=10)
+    counts = store.search.term_counts("messages", ['"member"', '"7"', '"piano"'], cap=10)
     assert counts == [10, 1, 0]
-    assert await store.term_counts("messages", ['"member"'], cap=100) == [30]
-    assert (await store.term_counts("memories", ['"lamp"', '"7"'], cap=100))[1] >= 1
+    assert store.search.term_counts("messages", ['"member"'], cap=100) == [30]
+    assert (store.search.term_counts("memories", ['"lamp"', '"7"'], cap=100))[1] >= 1
 
 
 async def test_a_word_in_every_row_is_left_out_but_the_rare_one_finds_its_turn(store, embed):

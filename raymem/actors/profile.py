@@ -265,7 +265,7 @@ class ProfileActor:
             while store is not None and not self._closing:
                 did_work = False
                 for table in ("memory_vectors", "message_vectors"):
-                    pending = await store.pending_vectors(table, limit=VECTOR_BATCH)
+                    pending = await store.reads.pending_vectors(table, limit=VECTOR_BATCH)
                     if pending:
                         texts = [text for _, text in pending]
                         vectors = await self._embedder.embed_background.remote(texts)
@@ -307,7 +307,7 @@ class ProfileActor:
     async def remember(self, request: RememberRequest, memory_id: str) -> MemoryWithHistory:
         assert self._store is not None
         try:  # a retried call: the memory was already written under this id
-            await self._store.get_memory(memory_id)
+            await self._store.reads.get_memory(memory_id)
             held_by = memory_id
         except MemoryNotFound:
             held_by, _ = await ingest_pipeline.remember(
@@ -346,7 +346,7 @@ class ProfileActor:
         before_seq: int | None,
     ) -> MemoryPage:
         assert self._store is not None
-        memories, next_seq = await self._store.list_memories(
+        memories, next_seq = await self._store.reads.list_memories(
             types=types,
             session_id=session_id,
             include_superseded=include_superseded,
@@ -363,8 +363,8 @@ class ProfileActor:
 
     async def _with_history(self, memory_id: str) -> MemoryWithHistory:
         assert self._store is not None
-        memory = await self._store.get_memory(memory_id)
-        history = await self._store.history(memory_id)
+        memory = await self._store.reads.get_memory(memory_id)
+        history = await self._store.reads.history(memory_id)
         return MemoryWithHistory(
             **{f: getattr(memory, f) for f in memory.__struct_fields__}, history=history
         )
@@ -385,32 +385,32 @@ class ProfileActor:
         async with self._store.write() as writer:
             await writer.insert_messages(rows)  # content-addressed: a repeat is a no-op
         await self._after_write()
-        page = await self._store.session_messages(session_id)
+        page = await self._store.reads.session_messages(session_id)
         return next(message for _, message in page if message.id == rows[0].id)
 
     @entry
     async def last_messages(self, session_id: str, last: int | None) -> MessageList:
         assert self._store is not None
-        await self._store.get_session(session_id)  # 404 for an unknown session
-        rows = await self._store.session_messages(session_id, last=last)
+        await self._store.reads.get_session(session_id)  # 404 for an unknown session
+        rows = await self._store.reads.session_messages(session_id, last=last)
         return MessageList(messages=[message for _, message in rows])
 
     @entry
     async def list_sessions(self) -> SessionList:
         assert self._store is not None
-        return SessionList(sessions=await self._store.list_sessions())
+        return SessionList(sessions=await self._store.reads.list_sessions())
 
     @entry
     async def end_session(self, session_id: str) -> SessionEnded:
         assert self._store is not None
-        await self._store.get_session(session_id)
+        await self._store.reads.get_session(session_id)
         reconciled = await ingest_pipeline.consolidate_session(
             self._store, session_id, **self._models()
         )
         await self._after_write()
 
         return SessionEnded(
-            session=await self._store.get_session(session_id),
+            session=await self._store.reads.get_session(session_id),
             memories=MemoryCounts(
                 added=len(reconciled.added),
                 superseded=reconciled.superseded,
@@ -440,7 +440,7 @@ class ProfileActor:
     @entry
     async def info(self) -> ProfileInfo:
         assert self._store is not None
-        return await self._store.info(self.profile)
+        return await self._store.reads.info(self.profile)
 
     @entry
     async def snapshot(self) -> SnapshotResult:

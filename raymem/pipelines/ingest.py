@@ -216,7 +216,7 @@ async def ingest(
     embed = _timed_embed(_embed_once(embed), spent)
     rows = build_messages(session_id, messages)
     with _timed(spent, "ids"):
-        known = await store.existing_message_ids([row.id for row in rows])
+        known = await store.reads.existing_message_ids([row.id for row in rows])
         fresh = list({row.id: row for row in rows if row.id not in known}.values())
     candidates = await extract_candidates(
         fresh, generator=generator, timings=spent, embed=embed, prototypes=prototypes
@@ -398,7 +398,7 @@ async def consolidate_session(
         prototypes: the memory types' prototype vectors.
     """
     embed = _embed_once(embed)
-    pending = await store.session_messages(session_id, unextracted_only=True)
+    pending = await store.reads.session_messages(session_id, unextracted_only=True)
     turns = [
         NewMessage(
             id=m.id,

@@ -641,7 +641,7 @@ class Recaller:
         """Answer ``request``: channels in parallel, fused, grouped by turn, synthesised."""
         timings: dict[str, float] = {}
         started = time.perf_counter()
-        anchor = await self.store.latest_activity() or utc_now()
+        anchor = self.store.search.latest_activity() or utc_now()
         analysis = analyse(request.query, anchor)
         timings["analyse"] = _ms(started)
 
@@ -728,7 +728,7 @@ class Recaller:
             request.types and not {"fact", "instruction"} & set(request.types)
         ):
             return {}
-        seqs = await self.store.current_by_topic(analysis.topic_keys)
+        seqs = self.store.search.topic_heads(analysis.topic_keys)
         return {"topic_key": [("memory", seq) for seq in seqs]}
 
     async def _memory_text_channel(
@@ -737,7 +737,7 @@ class Recaller:
         memory_query = await self._budgeted_query("memories", analysis.fts_terms)
         if memory_query is None:
             return {}
-        seqs = await self.store.search_memories_text(
+        seqs = self.store.search.memories_text(
             memory_query,
             limit=self._limit(request),
             types=request.types,
@@ -754,18 +754,17 @@ class Recaller:
         if message_query is None:
             return {}
         limit = self._limit(request)
-        seqs = await self.store.search_messages_text(
+        seqs = self.store.search.messages_text(
             message_query, limit=limit, session_id=request.session_id
         )
         rankings = {"message_fts": [("message", seq) for seq in seqs]}
         in_range: list[tuple[str, int]] = []
         for period in analysis.time_ranges:
-            seqs = await self.store.search_messages_between(
+            seqs = self.store.search.messages_text(
                 message_query,
-                to_db_time(period.start),
-                to_db_time(period.end),
                 limit=limit,
                 session_id=request.session_id,
+                between=(to_db_time(period.start), to_db_time(period.end)),
             )
             in_range.extend(("message", seq) for seq in seqs)
         if in_range:
@@ -778,7 +777,7 @@ class Recaller:
     async def _budgeted_query(self, table: str, phrases: Sequence[str]) -> str | None:
         """An FTS5 query over ``table`` without the phrases too common to be worth scoring."""
         budget = self.settings.fts_postings_budget
-        counts = await self.store.term_counts(table, phrases, cap=budget + 1)
+        counts = self.store.search.term_counts(table, phrases, cap=budget + 1)
         return " OR ".join(within_budget(phrases, counts, budget)) or None
 
     async def _vector_channels(
@@ -797,17 +796,17 @@ class Recaller:
             for kind, table in (("memory", "memory_vectors"), ("message", "message_vectors")):
                 if kind == "message" and not _wants_messages(request):
                     continue
-                found = await self.store.search_vectors(table, vector, limit=limit)
+                found = await self.store.search.vectors(table, vector, limit=limit)
                 rankings[f"{prefix}{kind}_vector"] = [(kind, seq) for seq, _ in found]
         timings["vector_channels"] = _ms(started)
         return rankings
 
     async def _load(self, fused: list[Candidate], request: RecallRequest) -> list[Scored]:
         """Rows for the fused candidates, filtered by type, session and supersession."""
-        memories = await self.store.memories_with_turns(
+        memories = self.store.search.memories_with_turns(
             [c.seq for c in fused if c.kind == "memory"]
         )
-        messages = await self.store.messages_by_seq([c.seq for c in fused if c.kind == "message"])
+        messages = self.store.search.messages_by_seq([c.seq for c in fused if c.kind == "message"])
         items = []
         for candidate in fused:
             if candidate.kind == "memory":
@@ -840,7 +839,7 @@ class Recaller:
             : self.settings.neighbour_top
         ]
         parents = {item.message_seq: item for item in top if item.message_seq is not None}
-        adjacent = await self.store.adjacent_messages(
+        adjacent = self.store.search.adjacent_messages(
             list(parents), window=self.settings.neighbour_window
         )
         by_seq = {item.message_seq: item for item in items if item.message_seq is not None}
@@ -919,8 +918,8 @@ async def event_time(
     query = fts_query(phrase)
     if query is None:
         return None
-    seqs = await store.search_messages_text(query, limit=1, session_id=session_id)
-    rows = await store.messages_by_seq(seqs)
+    seqs = store.search.messages_text(query, limit=1, session_id=session_id)
+    rows = store.search.messages_by_seq(seqs)
     if not seqs or seqs[0] not in rows:
         return None
     return DatedEvent(phrase=phrase, at=rows[seqs[0]].created_at)

@@ -63,8 +63,8 @@ def embedding_text(candidate: Candidate) -> str:
 
 async def _neighbours(store: ProfileStore, vectors: Sequence[np.ndarray]) -> list[list[Neighbour]]:
     """The current stored memories nearest each vector, nearest first; one row read for all."""
-    hits = [await store.search_vectors("memory_vectors", v, limit=NEIGHBOURS) for v in vectors]
-    memories = await store.memories_by_seq(sorted({seq for found in hits for seq, _ in found}))
+    hits = [await store.search.vectors("memory_vectors", v, limit=NEIGHBOURS) for v in vectors]
+    memories = store.search.memories_by_seq(sorted({seq for found in hits for seq, _ in found}))
     out = []
     for found in hits:
         near = []
@@ -117,7 +117,7 @@ async def plan(
     keyed = [c.topic_key for c in candidates if c.topic_key]
     headed = set()
     if keyed:
-        heads = await store.memories_by_seq(await store.current_by_topic(keyed))
+        heads = store.search.memories_by_seq(store.search.topic_heads(keyed))
         headed = {m.topic_key for m in heads.values()}
     checked = [
         i for i, c in enumerate(candidates) if c.type != "task" and c.topic_key not in headed
@@ -157,7 +157,7 @@ async def apply(
         memory_ids: ids to give added memories (``remember`` retries reuse them).
     """
     by_hash = await writer.current_by_hash(content_hash(c.content) for c in candidates)
-    by_topic = await writer.current_by_topic(c.topic_key for c in candidates if c.topic_key)
+    by_topic = await writer.topic_head_ids(c.topic_key for c in candidates if c.topic_key)
     result = Reconciled(added=[], superseded=0, duplicates=0, duplicate_of=[])
     created_at = to_db_time(utc_now())
     for index, candidate in enumerate(candidates):
@@ -206,7 +206,7 @@ async def store_vectors(store: ProfileStore, vectors: dict[str, np.ndarray]) -> 
     """
     if not vectors:
         return 0
-    pending = await store.pending_vectors("memory_vectors", limit=len(vectors) + 256)
+    pending = await store.reads.pending_vectors("memory_vectors", limit=len(vectors) + 256)
     rows = [(seq, vectors[text]) for seq, text in pending if text in vectors]
     if rows:
         async with store.write() as writer:
