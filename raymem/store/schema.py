@@ -21,8 +21,17 @@ SCHEMA_VERSION = 1
 # Forward migrations of the core tables: MIGRATIONS[v] takes a store at version v to v + 1.
 MIGRATIONS: dict[int, str] = {}
 
+#: Each vector table and the table whose rows it embeds (rowid = the row's seq).
+VECTOR_SOURCES = {
+    "memory_vectors": "memories",
+    "message_vectors": "messages",
+    "episode_vectors": "episodes",
+}
+
 #: Subsystems' tables: part name -> SQL resource files in raymem/store/, applied in order.
-PARTS: dict[str, tuple[str, ...]] = {}
+PARTS: dict[str, tuple[str, ...]] = {
+    "context": ("context.sql",),
+}
 
 
 def _script(name: str, dim: int) -> str:
@@ -105,7 +114,7 @@ async def follow_embedder(conn: aiosqlite.Connection, path: Path, embedder: str)
                 stored,
                 embedder,
             )
-            for table, source in (("memory_vectors", "memories"), ("message_vectors", "messages")):
+            for table, source in VECTOR_SOURCES.items():
                 await conn.execute(f"DELETE FROM {table}")
                 await conn.execute(f"UPDATE {source} SET vectorised = 0 WHERE vectorised = 1")
         await conn.execute(

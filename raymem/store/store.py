@@ -18,11 +18,10 @@ import aiosqlite
 from raymem.store import schema
 from raymem.store.connection import open_connection, open_sync
 from raymem.store.reads import Reads
+from raymem.store.schema import VECTOR_SOURCES
 from raymem.store.search import Search
 from raymem.store.vector_index import CachedIndex
 from raymem.store.writer import StoreWriter
-
-VECTOR_TABLES = ("memory_vectors", "message_vectors")
 
 
 class ProfileStore:
@@ -40,7 +39,7 @@ class ProfileStore:
         self._quick: Any = open_sync(path)
         self._commits = 0  # transactions committed through ``write`` since opening
         self._write_lock = asyncio.Lock()
-        self._vector_indexes = {table: CachedIndex(path, table, dim) for table in VECTOR_TABLES}
+        self._vector_indexes = {table: CachedIndex(path, table, dim) for table in VECTOR_SOURCES}
         self.reads = Reads(reader)
         self.search = Search(self._quick, self._vector_indexes, lambda: self._commits)
 
@@ -67,6 +66,16 @@ class ProfileStore:
             raise
         return cls(path, writer, reader, dim)
 
+    @property
+    def reader(self) -> aiosqlite.Connection:
+        """The async read-only connection, for subsystems' reads that may scan."""
+        return self._reader
+
+    @property
+    def quick(self) -> Any:
+        """The blocking read-only connection, for subsystems' short indexed lookups."""
+        return self._quick
+
     async def close(self) -> None:
         async with self._write_lock:
             self._quick.close()
@@ -90,6 +99,6 @@ class ProfileStore:
                 self._vector_indexes[change.table].apply(change)
 
     async def warm_vector_indexes(self) -> None:
-        """Read both vector tables into memory now, so the first recall does not wait for it."""
+        """Read the vector tables into memory now, so the first recall does not wait for it."""
         for cached in self._vector_indexes.values():
             await cached.get()
