@@ -158,8 +158,9 @@ async def set_limit(
     size = len(rendered(entries))
     if size > limit:
         raise BlockFull(name, size, size, limit)
-    payload = {"name": name, "limit": limit, "at": to_db_time(now)}
-    await apply_limit(writer, payload, payload["at"])
+    at = to_db_time(now)
+    payload = {"name": name, "limit": limit, "at": at}
+    await apply_limit(writer, payload, at)
     await writer.log("block_limit", payload)
     return make_block(name, limit, entries), created
 
@@ -203,8 +204,9 @@ async def add_entry(
         )
     after = [*before, text]
     _check_fits(name, before, after, limit)
-    payload = {"block": name, "content": text, "at": to_db_time(now)}
-    await apply_add(writer, payload, payload["at"])
+    at = to_db_time(now)
+    payload = {"block": name, "content": text, "at": at}
+    await apply_add(writer, payload, at)
     await writer.log("block_entry_add", payload)
     return BlockWrite(block=make_block(name, limit, after), source_ref=block_entry_ref(name, text))
 
@@ -240,8 +242,9 @@ async def replace_entry(
     else:
         after = [text if seq == target[0] else entry for seq, entry in entries]
         _check_fits(name, before, after, limit)
-    payload = {"block": name, "old": normalise(old), "content": text, "at": to_db_time(now)}
-    await apply_replace(writer, payload, payload["at"])
+    at = to_db_time(now)
+    payload = {"block": name, "old": normalise(old), "content": text, "at": at}
+    await apply_replace(writer, payload, at)
     await writer.log("block_entry_replace", payload)
     return BlockWrite(
         block=make_block(name, limit, after),

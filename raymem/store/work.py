@@ -260,8 +260,14 @@ async def update_item(
     if not (changes or adds or marks):
         return current
     at = to_db_time(now)
-    payload = {"action": "update", "id": item_id, "at": at, "set": changes, "add": adds}
-    payload["mark"] = marks
+    payload = {
+        "action": "update",
+        "id": item_id,
+        "at": at,
+        "set": changes,
+        "add": adds,
+        "mark": marks,
+    }
     await apply(writer, payload, at)
     await writer.log(LEDGER_OP, payload, at=at)
     row, entries = await _load(writer, item_id)
@@ -288,8 +294,12 @@ async def close_item(
     if expected_update is not None and datetime.fromisoformat(row[10]) != expected_update:
         return None
     at = to_db_time(now)
-    payload = {"action": "close", "id": item_id, "at": at, "outcome": (outcome or "").strip()}
-    payload["outcome"] = payload["outcome"] or None
+    payload = {
+        "action": "close",
+        "id": item_id,
+        "at": at,
+        "outcome": (outcome or "").strip() or None,
+    }
     await apply(writer, payload, at)
     await writer.log(LEDGER_OP, payload, at=at)
     row, entries = await _load(writer, item_id)
