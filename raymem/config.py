@@ -151,7 +151,9 @@ class RecallSettings(Section):
     # match add up to more than this: such terms barely move BM25, yet they cost a
     # score per matching row (70 ms at 100K rows for two words found in every row).
     fts_postings_budget: int = 5000
-    episode_weight: float = 0.5  # episodes (summaries of finished work) found by text or vector
+    # Episodes (records of finished work), by full text and by vector: each of the two
+    # channels weighs as much as a memory channel.
+    episode_weight: float = 1.0
 
 
 class ContextSettings(Section):

@@ -11,6 +11,8 @@ from typing import Annotated, Literal
 import msgspec
 
 MemoryType = Literal["fact", "event", "instruction", "task"]
+#: What recall's ``types`` may ask for: memories of these types, and episodes.
+RecallType = Literal["fact", "event", "instruction", "task", "episode"]
 Role = Literal["user", "assistant", "tool", "system"]
 
 # Names of profiles and sessions: they become directory names and actor names,
@@ -53,7 +55,7 @@ class RememberRequest(Request, kw_only=True):
 class RecallRequest(Request, kw_only=True):
     query: NonEmptyText
     limit: Annotated[int, msgspec.Meta(ge=1)] = 10
-    types: list[MemoryType] | None = None
+    types: list[RecallType] | None = None
     session_id: Name | None = None
     synthesize: bool = True
     include_messages: bool = True  # the raw-message channel (the safety net)
@@ -104,11 +106,13 @@ class MemoryWithHistory(Memory, kw_only=True):
 
 
 class RecallHit(Memory, kw_only=True):
-    """A recalled memory, or a raw message (type "message") that only the message channels found."""
+    """A recalled memory, a raw message (type "message") that only the message channels
+    found, or an episode (type "episode": its title and summary as content)."""
 
     score: float = 0.0
     channels: list[str] = []
     role: str | None = None  # set on raw messages only
+    source_ref: str = ""  # what GET …/refs/{source_ref} resolves: mem_…, msg_… or epi_…
 
 
 class RecallResult(Schema, kw_only=True):

@@ -29,8 +29,11 @@ import numpy as np
 
 from raymem.config import RecallSettings
 from raymem.models import rules
+from raymem.pipelines.context import episodes
 from raymem.pipelines.temporal import NUMBER_WORDS, WEEKDAYS
 from raymem.store import ProfileStore, to_db_time, utc_now
+from raymem.store.episodes import episodes_by_seq
+from raymem.store.refs import episode_ref, memory_ref, message_ref
 from raymem.types import Memory, RecallHit, RecallRequest, RecallResult, StoredMessage
 
 log = logging.getLogger(__name__)
@@ -447,7 +450,7 @@ def analyse(query: str, anchor: datetime | None = None) -> Analysis:
 
 
 class Candidate(msgspec.Struct):
-    kind: str  # "memory" or "message"
+    kind: str  # "memory", "message" or "episode"
     seq: int
     parts: dict[str, float] = {}  # channel -> its weighted reciprocal-rank contribution
 
@@ -633,6 +636,8 @@ class Recaller:
             "message_time": s.message_time_weight,
             "hyde_memory_vector": s.hyde_memory_vector_weight,
             "hyde_message_vector": s.hyde_message_vector_weight,
+            "episode_fts": s.episode_weight,
+            "episode_vector": s.episode_weight,
         }
 
     async def recall(
@@ -662,6 +667,7 @@ class Recaller:
         finally:
             embed_task.cancel()  # a no-op once it is done
         vector_rankings = await self._vector_channels(request, query_vec, hyde_vec, timings)
+        vector_rankings.update(await self._episode_channel(request, analysis, query_vec))
 
         fuse_started = time.perf_counter()
         fused = fuse({**text_rankings, **vector_rankings}, weights, self.settings.rrf_k)
@@ -801,15 +807,32 @@ class Recaller:
         timings["vector_channels"] = _ms(started)
         return rankings
 
+    async def _episode_channel(
+        self, request: RecallRequest, analysis: Analysis, query_vec: np.ndarray | None
+    ) -> dict[str, list[tuple[str, int]]]:
+        """Episodes (records of finished work), by full text and by vector."""
+        if not self.settings.episode_weight or (request.types and "episode" not in request.types):
+            return {}
+        found = await episodes.rankings(
+            self.store, analysis.fts_query, query_vec, limit=self._limit(request)
+        )
+        return {channel: [("episode", seq) for seq in seqs] for channel, seqs in found.items()}
+
     async def _load(self, fused: list[Candidate], request: RecallRequest) -> list[Scored]:
         """Rows for the fused candidates, filtered by type, session and supersession."""
         memories = self.store.search.memories_with_turns(
             [c.seq for c in fused if c.kind == "memory"]
         )
         messages = self.store.search.messages_by_seq([c.seq for c in fused if c.kind == "message"])
+        found = episodes_by_seq(self.store.quick, [c.seq for c in fused if c.kind == "episode"])
         items = []
         for candidate in fused:
-            if candidate.kind == "memory":
+            if candidate.kind == "episode":
+                episode = found.get(candidate.seq)
+                memory = None if episode is None else episodes.as_memory(episode)
+                if memory is not None and _memory_matches(memory, request):
+                    items.append(Scored(dict(candidate.parts), memory=memory))
+            elif candidate.kind == "memory":
                 memory, turn_seq, turn_at = memories.get(candidate.seq, (None, None, None))
                 if memory is not None and _memory_matches(memory, request):
                     items.append(
@@ -883,7 +906,13 @@ def _memory_matches(memory: Memory, request: RecallRequest) -> bool:
 def _hit(item: Scored) -> RecallHit:
     if item.memory is not None:
         fields: dict[str, Any] = msgspec.structs.asdict(item.memory)
-        return RecallHit(**fields, score=round(item.score, 6), channels=item.channels)
+        is_episode = item.memory.type == "episode"
+        return RecallHit(
+            **fields,
+            score=round(item.score, 6),
+            channels=item.channels,
+            source_ref=(episode_ref if is_episode else memory_ref)(item.memory.id),
+        )
     message = item.message
     assert message is not None
     return RecallHit(
@@ -896,6 +925,7 @@ def _hit(item: Scored) -> RecallHit:
         role=message.role,
         score=round(item.score, 6),
         channels=item.channels,
+        source_ref=message_ref(message.id),
     )
 
 
