@@ -253,6 +253,8 @@ async def assemble(
     recaller: Recaller,
     request: ContextRequest,
     settings: ContextSettings,
+    *,
+    query_vector: np.ndarray | None = None,
 ) -> ContextResult:
     """The context for ``request``: sections in the fixed order, ``len(text) <= budget``.
 
@@ -261,6 +263,8 @@ async def assemble(
         recaller: recall over the same store (memories; its embedder for the query).
         request: the query (or none: the session's latest user turn), session and budget.
         settings: the context settings (limits, shares, how many candidates).
+        query_vector: the query's vector when the caller has it (benchmarks); it is
+            used only for the query the request gives.
 
     Raises:
         InvalidRequest: a budget that cannot be honoured.
@@ -287,7 +291,8 @@ async def assemble(
         hits: list[RecallHit] = []
         vector = None
         if query:
-            vector = await _query_vector(recaller, query)
+            given = query_vector is not None and query == request.query.strip()
+            vector = query_vector if given else await _query_vector(recaller, query)
             recalled = await recaller.recall(
                 RecallRequest(query=query, limit=settings.memories, synthesize=False),
                 query_vector=vector,
