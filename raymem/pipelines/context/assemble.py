@@ -147,7 +147,7 @@ def allocate(
     taken = 0
     for name, share in fast:
         taken += sections[name].fill(min(math.floor(rest * share), rest - taken), fmt)
-    for name, _ in fast:  # what a section left is offered to the next ones, in order
+    for name, _ in fast:  # then whatever is left goes to each of them in order
         spare = rest - sum(sections[other].chars for other, _ in fast)
         sections[name].fill(sections[name].chars + spare, fmt)
 
