@@ -2,6 +2,7 @@
 
     python benchmarks/context.py latency --sizes 1000,10000,100000 --queries 200
     python benchmarks/context.py longmemeval ../shared/data/longmemeval_s_dev.json --per-type 3
+    RAYMEM_CONTEXT_WORKING_MEMORY_SHARE=0 python benchmarks/context.py longmemeval ...
 
 ``latency``: one profile per size, built once under ``--work-dir`` (the rules
 pipeline without the embedder, random unit vectors for every memory, turn and
@@ -298,7 +299,9 @@ def run_longmemeval(args: argparse.Namespace) -> None:
     import longmemeval
     from recall_dev import CachedEmbedder
 
-    settings = load_settings(environ={})
+    # RAYMEM_CONTEXT_* and RAYMEM_RECALL_* variables try other settings.
+    tried = ("RAYMEM_CONTEXT_", "RAYMEM_RECALL_")
+    settings = load_settings(environ={k: v for k, v in os.environ.items() if k.startswith(tried)})
     Path(args.work_dir).mkdir(parents=True, exist_ok=True)
     embedder = CachedEmbedder(Path(args.work_dir) / "embeddings.pkl", args.embedder_threads)
     data = [

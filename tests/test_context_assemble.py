@@ -8,7 +8,7 @@ from raymem.config import ContextSettings, RecallSettings
 from raymem.errors import InvalidRef, InvalidRequest, RefNotFound
 from raymem.pipelines import ingest
 from raymem.pipelines.context import episodes
-from raymem.pipelines.context.assemble import assemble, block_limits
+from raymem.pipelines.context.assemble import Section, allocate, assemble, block_limits
 from raymem.pipelines.context.flush import flush
 from raymem.pipelines.context.refs import resolve
 from raymem.pipelines.recall import Recaller
@@ -17,6 +17,7 @@ from raymem.store.episodes import pending_vectors
 from raymem.types import MessageIn, RecallRequest
 from raymem.types_context import (
     SECTION_ORDER,
+    ContextItem,
     ContextRequest,
     FlushRequest,
     ResolvedBlockEntry,
@@ -339,3 +340,23 @@ async def test_flush_reports_a_failing_stage_instead_of_failing(store):
     )
     assert result.error == "RuntimeError: embedder pool is down (stored by the rules alone)"
     assert result.messages.stored == 1 and result.memories.added == 1
+
+
+def test_a_long_top_hit_is_not_crowded_out_by_shorter_ones_below_it():
+    def item(ref: str, chars: int) -> ContextItem:
+        return ContextItem(source_ref=ref, kind="memory", content="x" * chars)
+
+    sections = {
+        name: Section(name, [], newest_first=name == "recent_turns") for name in SECTION_ORDER
+    }
+    sections["memories"] = Section(
+        "memories", [item("top", 1_500), *(item(f"m{i}", 100) for i in range(10))]
+    )
+    sections["recent_turns"] = Section(
+        "recent_turns", [item("t2", 150), item("t1", 150)], newest_first=True
+    )
+    allocate(sections, 2_000, SETTINGS, "markdown")
+    taken = [i.source_ref for i in sections["memories"].items()]
+    assert taken[0] == "top"  # the memories' share alone (about 1,000) could not hold it
+    assert [i.source_ref for i in sections["recent_turns"].items()] == ["t1", "t2"]
+    assert sum(s.chars for s in sections.values()) <= 2_000

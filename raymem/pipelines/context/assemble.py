@@ -105,9 +105,15 @@ class Section:
             if not kept
         ]
 
-    def charge(self, fmt: ContextFormat) -> int:
-        text = render.render_section(self.name, self.items(), fmt)
+    def charge(self, fmt: ContextFormat, items: Sequence[ContextItem] | None = None) -> int:
+        """What the section (or these items of it) takes: its text and the line before it."""
+        text = render.render_section(self.name, self.items() if items is None else items, fmt)
         return len(text) + 1 if text else 0
+
+    def wanted(self, fmt: ContextFormat) -> int:
+        """What the section would take with every candidate."""
+        shown = self.candidates[::-1] if self.newest_first else self.candidates
+        return self.charge(fmt, shown)
 
     def fill(self, allotment: int, fmt: ContextFormat) -> int:
         """Take candidates, best first, while the section's charge stays within ``allotment``."""
@@ -128,8 +134,13 @@ def allocate(
 ) -> None:
     """Fill the sections within ``budget``: the slow ones by their shares, the rest after.
 
-    Each allotment is also capped by what is left, so shares that add up to more
-    than the whole still never pass the budget.
+    The other sections' allotments are settled before any of them is filled: each
+    gets its share of what the slow ones left, or what it can use if less, and the
+    remainder goes to those that can use more, in order. Each is then filled once,
+    best candidate first, so a long top hit is not crowded out by shorter ones
+    below it; what is still left after that is offered to each in order. Every
+    allotment is capped by what is left, so shares that add up to more than the
+    whole still never pass the budget.
     """
     slow: tuple[tuple[SectionName, float], ...] = (
         ("core", settings.core_share),
@@ -139,16 +150,21 @@ def allocate(
     for name, share in slow:
         used += sections[name].fill(min(math.floor(budget * share), budget - used), fmt)
     rest = budget - used
-    fast: tuple[tuple[SectionName, float], ...] = (
-        ("memories", settings.memories_share),
-        ("episodes", settings.episodes_share),
-        ("recent_turns", settings.recent_turns_share),
-    )
-    taken = 0
-    for name, share in fast:
-        taken += sections[name].fill(min(math.floor(rest * share), rest - taken), fmt)
-    for name, _ in fast:  # then whatever is left goes to each of them in order
-        spare = rest - sum(sections[other].chars for other, _ in fast)
+    shares: dict[SectionName, float] = {
+        "memories": settings.memories_share,
+        "episodes": settings.episodes_share,
+        "recent_turns": settings.recent_turns_share,
+    }
+    wanted = {name: sections[name].wanted(fmt) for name in shares}
+    allotted: dict[SectionName, int] = {}
+    for name, share in shares.items():
+        allotted[name] = min(wanted[name], math.floor(rest * share), rest - sum(allotted.values()))
+    for name in shares:
+        allotted[name] += min(wanted[name] - allotted[name], rest - sum(allotted.values()))
+    for name in shares:
+        sections[name].fill(allotted[name], fmt)
+    for name in shares:
+        spare = rest - sum(sections[other].chars for other in shares)
         sections[name].fill(sections[name].chars + spare, fmt)
 
 
