@@ -446,7 +446,7 @@ class TransformersChat:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from raymem.models.embedder import locate_model
+        from raymem.models.locate import locate_model
 
         if threads:
             torch.set_num_threads(threads)  # under contention the default pool spins

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from raymem.models.embedder import DEFAULT_EMBEDDER, locate_model
+from raymem.models.locate import DEFAULT_EMBEDDER, locate_model
 
 log = logging.getLogger(__name__)
 
