@@ -28,7 +28,8 @@ import msgspec
 import numpy as np
 
 from raymem.config import RecallSettings
-from raymem.models import rules
+from raymem.pipelines import rules
+from raymem.pipelines.language import split_sentences, split_speaker
 from raymem.pipelines.temporal import NUMBER_WORDS, WEEKDAYS
 from raymem.store import ProfileStore, to_db_time, utc_now
 from raymem.types import Memory, RecallHit, RecallRequest, RecallResult, StoredMessage
@@ -186,6 +187,10 @@ AGO_DID = re.compile(
 )
 FIRST = re.compile(r"\b(?:first|earlier|before)\b[,:]?\s*(.+?)\s*,?\s+or\s+(.+?)\s*\??$", re.I)
 UNIT_DAYS = {"day": 1.0, "week": 7.0, "month": 30.4375, "year": 365.25}
+# The extractive answer: at most this many sentences, taken from the hits that score
+# at least this share of the best one, so a clear winner is not diluted by weaker ones.
+ANSWER_SENTENCES = 3
+ANSWER_SCORE_FLOOR = 0.5
 
 
 class TimeRange(msgspec.Struct, frozen=True):
@@ -549,7 +554,7 @@ def group_by_turn(items: Sequence[Scored]) -> list[Scored]:
 
 def speaker_of(item: Scored) -> str | None:
     """Who said the evidence: a name given inside the turn ("Dave: ..."), else its role."""
-    speaker, _ = rules.split_speaker(_content(item))
+    speaker, _ = split_speaker(_content(item))
     if speaker is not None:
         return speaker.split()[0].lower()
     return item.message.role if item.message is not None else None
@@ -977,13 +982,30 @@ def synthesize(query: str, items: Sequence[Scored], facts: Sequence[str]) -> str
     A "when" question also gets the date of its best hit, since the evidence
     often says "yesterday" and only the message time says when that was.
     """
-    extract = rules.synthesize(query, [(_content(item), item.score) for item in items])
     parts = list(facts)
     if items and query.strip().lower().startswith("when") and not facts:
         parts.append(f"({_day(items[0].when)})")
+    extract = _best_sentences(items)
     if extract:
         parts.append(extract)
     return " ".join(parts)
+
+
+def _best_sentences(items: Sequence[Scored]) -> str:
+    """Distinct sentences of the best hits, in rank order, from the hits that score well."""
+    if not items:
+        return ""
+    best = items[0].score
+    picked: list[str] = []
+    for item in items:
+        if item.score < best * ANSWER_SCORE_FLOOR:
+            break
+        for sentence in split_sentences(_content(item)):
+            if sentence not in picked:
+                picked.append(sentence)
+            if len(picked) == ANSWER_SENTENCES:
+                return " ".join(picked)
+    return " ".join(picked)
 
 
 def _content(item: Scored) -> str:

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable, Sequence
 import msgspec
 import numpy as np
 
-from raymem.models.generator import Decision, Generator, Neighbour, decide_by_rules
-from raymem.models.rules import Candidate
+from raymem.pipelines.generators import Generator, decide_by_rules
+from raymem.pipelines.types import Candidate, Decision, Neighbour
 from raymem.store import NewMemory, ProfileStore, StoreWriter, content_hash, to_db_time, utc_now
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from datetime import date, timedelta
 
 import msgspec
 
-from raymem.models.generator import Chunk, Extracted
+from raymem.pipelines.types import Chunk, Extracted
 
 WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 MONTHS = [
