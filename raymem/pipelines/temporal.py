@@ -8,7 +8,7 @@ expression plus a rule that moves the message's date. Pure functions, no I/O.
 import calendar
 import re
 from collections.abc import Callable
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import msgspec
 
@@ -306,3 +306,133 @@ def _parse_day(text: str | None) -> date | None:
         return date.fromisoformat(text[:10])
     except ValueError:
         return None
+
+
+# ------------------------------------------------------ ranges for recall
+
+QUERY_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        [
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ],
+        start=1,
+    )
+    for name in names
+}
+_MONTH_RE = "|".join(sorted(QUERY_MONTHS, key=len, reverse=True))
+DAY_MONTH_YEAR = re.compile(
+    rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+({_MONTH_RE})\.?,?\s+((?:19|20)\d\d)\b", re.I
+)
+MONTH_DAY_YEAR = re.compile(
+    rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+((?:19|20)\d\d)\b", re.I
+)
+MONTH_YEAR = re.compile(rf"\b({_MONTH_RE})\.?,?\s+((?:19|20)\d\d)\b", re.I)
+MONTH_ONLY = re.compile(rf"\b(?:in|during|of|since)\s+({_MONTH_RE})\b", re.I)
+ISO_DATE = re.compile(r"\b((?:19|20)\d\d)[-/](\d{1,2})[-/](\d{1,2})\b")
+YEAR_ONLY = re.compile(r"\b(?:in|during|of)\s+((?:19|20)\d\d)\b", re.I)
+RELATIVE = re.compile(
+    r"\b(yesterday|today|tonight|this (?:morning|week|month|year)|last (week|month|year|weekend|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday)|(\d+|a|an|one|two|three|four|five|"
+    r"six|seven|eight|nine|ten) (day|week|month|year)s? ago)\b",
+    re.I,
+)
+
+UNIT_DAYS = {"day": 1.0, "week": 7.0, "month": 30.4375, "year": 365.25}
+
+
+class TimeRange(msgspec.Struct, frozen=True):
+    start: datetime
+    end: datetime
+    text: str
+
+
+def time_ranges(query: str, anchor: datetime) -> list[TimeRange]:
+    """Dates and periods the query names, resolved to [start, end) ranges in UTC.
+
+    Relative expressions ("last week", "3 days ago") count back from ``anchor``;
+    a month without a year is its latest occurrence at or before the anchor.
+    """
+    anchor = anchor.astimezone(UTC)
+    today = anchor.replace(hour=0, minute=0, second=0, microsecond=0)
+    found: list[TimeRange] = []
+    spans: list[tuple[int, int]] = []
+
+    def add(match: re.Match[str], start: datetime, end: datetime) -> None:
+        if any(a <= match.start() < b for a, b in spans):  # inside a longer date already read
+            return
+        spans.append(match.span())
+        found.append(TimeRange(start=start, end=end, text=match.group(0)))
+
+    for m in DAY_MONTH_YEAR.finditer(query):
+        _add_day(add, m, int(m.group(3)), QUERY_MONTHS[m.group(2).lower()], int(m.group(1)))
+    for m in MONTH_DAY_YEAR.finditer(query):
+        _add_day(add, m, int(m.group(3)), QUERY_MONTHS[m.group(1).lower()], int(m.group(2)))
+    for m in ISO_DATE.finditer(query):
+        _add_day(add, m, int(m.group(1)), int(m.group(2)), int(m.group(3)))
+    for m in MONTH_YEAR.finditer(query):
+        start = datetime(int(m.group(2)), QUERY_MONTHS[m.group(1).lower()], 1, tzinfo=UTC)
+        add(m, start, _next_month(start))
+    for m in MONTH_ONLY.finditer(query):
+        month = QUERY_MONTHS[m.group(1).lower()]
+        year = today.year if month <= today.month else today.year - 1
+        start = datetime(year, month, 1, tzinfo=UTC)
+        add(m, start, _next_month(start))
+    for m in YEAR_ONLY.finditer(query):
+        add(
+            m,
+            datetime(int(m.group(1)), 1, 1, tzinfo=UTC),
+            datetime(int(m.group(1)) + 1, 1, 1, tzinfo=UTC),
+        )
+    for m in RELATIVE.finditer(query):
+        start, end = _relative(m, today)
+        add(m, start, end)
+    return found
+
+
+def _add_day(
+    add: Callable[..., None], match: re.Match[str], year: int, month: int, day: int
+) -> None:
+    try:
+        start = datetime(year, month, day, tzinfo=UTC)
+    except ValueError:  # "31 February": not a date
+        return
+    add(match, start, start + timedelta(days=1))
+
+
+def _next_month(start: datetime) -> datetime:
+    return start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
+
+
+def _relative(match: re.Match[str], today: datetime) -> tuple[datetime, datetime]:
+    text = match.group(1).lower()
+    day = timedelta(days=1)
+    if text == "yesterday":
+        return today - day, today
+    if text in ("today", "tonight", "this morning"):
+        return today, today + day
+    if text.startswith("this "):
+        span = {"week": 7, "month": 31, "year": 366}[text.split()[1]]
+        return today - span * day, today + day
+    if text.startswith("last "):
+        unit = match.group(2).lower()
+        if unit in WEEKDAYS:
+            back = (today.weekday() - WEEKDAYS.index(unit)) % 7 or 7
+            return today - back * day, today - (back - 1) * day
+        span = {"week": 7, "weekend": 7, "month": 31, "year": 366}[unit]
+        return today - 2 * span * day, today  # "last month" is loose in speech: a generous window
+    count = NUMBER_WORDS.get(match.group(3).lower()) or int(match.group(3))
+    centre = today - timedelta(days=count * UNIT_DAYS[match.group(4).lower()])
+    slack = timedelta(days=max(1.0, count * UNIT_DAYS[match.group(4).lower()] * 0.25))
+    return centre - slack, centre + slack + day
