@@ -16,19 +16,18 @@ import msgspec
 from raymem.pipelines.fusion import Scored
 from raymem.pipelines.language import split_sentences
 from raymem.pipelines.query import fts_query
-from raymem.pipelines.temporal import UNIT_DAYS, time_ranges
+from raymem.pipelines.temporal import UNIT, UNIT_DAYS, time_ranges
 from raymem.store import ProfileStore
 
+# Questions that ask for date arithmetic.
 BETWEEN = re.compile(
-    r"\bhow (?:many|much) (day|week|month|year)s?\b.*?\bbetween\s+(.+?)\s+and\s+(.+?)\s*\??$", re.I
+    rf"\bhow (?:many|much) {UNIT}\b.*?\bbetween\s+(.+?)\s+and\s+(.+?)\s*\??$", re.I
 )
 SINCE = re.compile(
-    r"\bhow (?:many (day|week|month|year)s?|long)\b.*?\b(?:since|ago|after|before)\b\s*(.*?)\s*\??$",
-    re.I,
+    rf"\bhow (?:many {UNIT}|long)\b.*?\b(?:since|ago|after|before)\b\s*(.*?)\s*\??$", re.I
 )
 AGO_DID = re.compile(
-    r"\bhow (?:many (day|week|month|year)s? ago|long ago)\s+(?:did|was|were|had)\s+(.+?)\s*\??$",
-    re.I,
+    rf"\bhow (?:many {UNIT} ago|long ago)\s+(?:did|was|were|had)\s+(.+?)\s*\??$", re.I
 )
 FIRST = re.compile(r"\b(?:first|earlier|before)\b[,:]?\s*(.+?)\s*,?\s+or\s+(.+?)\s*\??$", re.I)
 # The extractive answer: at most this many sentences, taken from the hits that score

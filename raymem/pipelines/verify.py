@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 MIN_COVERAGE = 0.6  # share of an item's content words found in its source lines
 # An item that cited the wrong lines is trusted less, however sure its generator was.
 MISCITED_CONFIDENCE = 0.7
-CALENDAR_WORDS = {*temporal.WEEKDAYS, *temporal.MONTHS, "user"}
+CALENDAR_WORDS = {*temporal.WEEKDAYS, *temporal.MONTH_NAMES, "user"}
 
 
 def stem(word: str) -> str:
