@@ -153,7 +153,9 @@ class TransformersChat:
         self._tokenizer.padding_side = "left"  # generation continues after the prompt
         if self._tokenizer.pad_token is None:
             self._tokenizer.pad_token = self._tokenizer.eos_token
-        self._model = AutoModelForCausalLM.from_pretrained(str(path)).to(self.device).eval()
+        model = AutoModelForCausalLM.from_pretrained(str(path))
+        # transformers decorates PreTrainedModel.to so that its stub does not bind self.
+        self._model = model.to(self.device).eval()  # type: ignore[arg-type]
         self.prompt_cache = PromptCache(prompt_cache_entries)
 
     def _prompt(self, messages: list[ChatMessage]) -> str:
@@ -206,12 +208,14 @@ class TransformersChat:
         import torch
 
         prefix = rows[0][:shared]
-        held, states = self.prompt_cache.lookup(prefix)
-        with torch.inference_mode():
-            if held < shared:
+        held, cached = self.prompt_cache.lookup(prefix)
+        if cached is None or held < shared:  # compute the part of the prefix it lacks
+            with torch.inference_mode():
                 rest = torch.tensor([prefix[held:]], device=self.device)
-                states = self._model(input_ids=rest, past_key_values=states, use_cache=True)
-                states = states.past_key_values
+                output = self._model(input_ids=rest, past_key_values=cached, use_cache=True)
+            states = output.past_key_values
+        else:
+            states = cached
         self.prompt_cache.keep(prefix, states)
         longest = max(len(row) - shared for row in rows)
         ids, mask = [], []

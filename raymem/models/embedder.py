@@ -101,7 +101,10 @@ def _quantize_int8(model: Any) -> None:
     }
     with warnings.catch_warnings():  # the eager-mode API is deprecated in favour of torchao
         warnings.simplefilter("ignore")
-        torch.ao.quantization.quantize_dynamic(model, names, dtype=torch.qint8, inplace=True)
+        # torch leaves quantize_dynamic unannotated.
+        torch.ao.quantization.quantize_dynamic(  # type: ignore[no-untyped-call]
+            model, names, dtype=torch.qint8, inplace=True
+        )
 
 
 class SentenceTransformerEmbedder:

@@ -149,7 +149,8 @@ def within_budget(phrases: Sequence[str], counts: Sequence[int], budget: int) ->
     of common words still searches; ``counts`` may be capped just above ``budget``.
     """
     by_rarity = sorted((count, position) for position, count in enumerate(counts) if count > 0)
-    kept, total = set(), 0
+    kept: set[int] = set()
+    total = 0
     for count, position in by_rarity:
         if kept and total + count > budget:
             break

@@ -26,6 +26,8 @@ DEFAULT_IMPORTANCE = 0.5
 # Search questions per memory (the design's 3-5), and the keywords one quotes.
 MIN_QUESTIONS, MAX_QUESTIONS = 3, 5
 KEYWORDS_PER_QUESTION = 4
+# A topic key is subject.attribute, with at most one more level ("user.pet.name").
+MAX_KEY_PARTS = 3
 
 GREETINGS = {
     "hi",
@@ -222,7 +224,7 @@ def normalise_topic_key(key: str | None, *, subject: str = "user") -> str | None
         return None
     if len(parts) == 1:
         parts.insert(0, subject)
-    return ".".join(parts[:3])
+    return ".".join(parts[:MAX_KEY_PARTS])
 
 
 LEADING_FILLER = re.compile(
