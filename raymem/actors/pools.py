@@ -9,8 +9,8 @@ import numpy as np
 from ray import serve
 
 from raymem.config import ModelSettings
-from raymem.models.generator import LLMGenerator
 from raymem.models.priority import PriorityBatcher
+from raymem.pipelines.generators import LLMGenerator
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class GeneratorPool:
     """
 
     def __init__(self, models: ModelSettings) -> None:
-        from raymem.models.generator import make_chat_model
+        from raymem.models.chat import make_chat_model
 
         self._chat = make_chat_model(models)
 

@@ -29,9 +29,9 @@ from raymem.actors.pools import EMBEDDER_DEPLOYMENT, GENERATOR_DEPLOYMENT, pool_
 from raymem.config import Settings
 from raymem.errors import MemoryNotFound, ProfileClosing, SessionNotFound
 from raymem.export.snapshot import snapshot_key
-from raymem.models.generator import Generator, make_generator
 from raymem.pipelines import ingest as ingest_pipeline
 from raymem.pipelines.classify import TypePrototypes
+from raymem.pipelines.generators import Generator, make_generator
 from raymem.pipelines.recall import Recaller
 from raymem.store import ProfileStore, to_db_time, utc_now
 from raymem.types import (

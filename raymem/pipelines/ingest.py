@@ -29,11 +29,11 @@ from datetime import timedelta
 
 import numpy as np
 
-from raymem.models.generator import Chunk, Extracted, Generator
-from raymem.models.rules import Candidate
 from raymem.pipelines import classify, extract, reconcile, temporal, verify
 from raymem.pipelines.classify import TypePrototypes
+from raymem.pipelines.generators import Generator
 from raymem.pipelines.reconcile import EmbedFn, Reconciled, new_memory_id
+from raymem.pipelines.types import Candidate, Chunk, Extracted
 from raymem.store import (
     NewMessage,
     ProfileStore,
@@ -42,7 +42,7 @@ from raymem.store import (
     utc_now,
 )
 from raymem.store import message_id as make_message_id
-from raymem.types import IngestResult, MemoryCounts, MessageCounts, MessageIn
+from raymem.types import IngestResult, MemoryCounts, MemoryType, MessageCounts, MessageIn
 
 __all__ = [
     "EmbedFn",
@@ -325,7 +325,7 @@ async def remember(
     *,
     memory_id: str,
     session_id: str | None = None,
-    memory_type: str | None = None,
+    memory_type: MemoryType | None = None,
     importance: float | None = None,
     generator: Generator | None = None,
     embed: EmbedFn | None = None,
@@ -353,7 +353,7 @@ async def remember(
     embed = _embed_once(embed)
     item = Extracted(
         content=text,
-        type=memory_type,  # type: ignore[arg-type]
+        type=memory_type,
         importance=importance,
         confidence=1.0,  # stated directly, not inferred
     )

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable, Sequence
 import msgspec
 import numpy as np
 
-from raymem.models.generator import Decision, Generator, Neighbour, decide_by_rules
-from raymem.models.rules import Candidate
+from raymem.pipelines.generators import Generator, decide_by_rules
+from raymem.pipelines.types import Candidate, Decision, Neighbour
 from raymem.store import NewMemory, ProfileStore, StoreWriter, content_hash, to_db_time, utc_now
 
 log = logging.getLogger(__name__)
@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 EmbedFn = Callable[[list[str]], Awaitable[np.ndarray]]
 SIMILARITY_GATE = 0.55  # below this cosine to every neighbour: add without a model call
 NEIGHBOURS = 5
+# Memories written earlier may still wait for the background vectoriser: the pending
+# rows read to find this batch's include up to this many of theirs.
+PENDING_BACKLOG = 256
 
 
 class Reconciled(msgspec.Struct):
@@ -206,7 +209,9 @@ async def store_vectors(store: ProfileStore, vectors: dict[str, np.ndarray]) -> 
     """
     if not vectors:
         return 0
-    pending = await store.reads.pending_vectors("memory_vectors", limit=len(vectors) + 256)
+    pending = await store.reads.pending_vectors(
+        "memory_vectors", limit=len(vectors) + PENDING_BACKLOG
+    )
     rows = [(seq, vectors[text]) for seq, text in pending if text in vectors]
     if rows:
         async with store.write() as writer:
