@@ -5,7 +5,7 @@ from typing import Any
 
 from raymem.actors.registry import ProfileRouter
 from raymem.config import Settings, load_settings
-from raymem.serve.auth import DEFAULT_TENANT
+from raymem.names import DEFAULT_TENANT, validate_name
 from raymem.types import (
     IngestRequest,
     IngestResult,
@@ -69,7 +69,5 @@ def get_profile(
         tenant: whose profile; in-cluster code is trusted to name it.
         settings: the service's settings (read from ``RAYMEM_*`` and the config file if None).
     """
-    from raymem.serve.http import validate_name
-
     validate_name(name)
     return LocalProfile(name, tenant=tenant, router=ProfileRouter(settings or load_settings()))

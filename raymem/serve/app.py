@@ -30,6 +30,7 @@ from raymem.actors.pools import (
 from raymem.actors.registry import ProfileRouter
 from raymem.config import Settings
 from raymem.errors import InvalidRequest, TooManyRequests
+from raymem.names import validate_name
 from raymem.serve import http
 from raymem.serve.auth import Authenticator, Principal
 from raymem.store import COUNTS_SQL, profile_info
@@ -169,7 +170,7 @@ class Ingress:
 
     def _profile(self, request: Request, profile: str, *, write: bool) -> tuple[Principal, str]:
         principal = self._principal(request)
-        http.validate_name(profile)
+        validate_name(profile)
         principal.check(profile, write=write)
         return principal, profile
 
@@ -265,7 +266,7 @@ class Ingress:
         principal, name = self._profile(request, profile, write=False)
         http.check_limit(limit, self.limits)
         if session_id is not None:
-            http.validate_name(session_id, "session")
+            validate_name(session_id, "session")
         if cursor is not None and not CURSOR.fullmatch(cursor):
             raise InvalidRequest(
                 f"Invalid cursor {cursor[:40]!r}: pass the next_cursor of a previous page"
@@ -346,7 +347,7 @@ class Ingress:
     )
     async def append_message(self, profile: str, session_id: str, request: Request) -> Response:
         principal, name = self._profile(request, profile, write=True)
-        http.validate_name(session_id, "session")
+        validate_name(session_id, "session")
         body: AppendRequest = await self._body(request, AppendRequest)
         http.check_content(body.content, self.limits)
         http.check_time(body.created_at, "$.created_at")
@@ -366,7 +367,7 @@ class Ingress:
         last: int | None = Query(None, ge=1, le=10_000),
     ) -> Response:
         principal, name = self._profile(request, profile, write=False)
-        http.validate_name(session_id, "session")
+        validate_name(session_id, "session")
         return http.json_response(
             await self._call(principal, name, "last_messages", session_id, last)
         )
@@ -387,7 +388,7 @@ class Ingress:
     )
     async def end_session(self, profile: str, session_id: str, request: Request) -> Response:
         principal, name = self._profile(request, profile, write=True)
-        http.validate_name(session_id, "session")
+        validate_name(session_id, "session")
         return http.json_response(await self._call(principal, name, "end_session", session_id))
 
     @app.delete(
@@ -398,7 +399,7 @@ class Ingress:
     async def delete_session(self, profile: str, session_id: str, request: Request) -> Response:
         """Delete a session's turns and forget the memories derived from it."""
         principal, name = self._profile(request, profile, write=True)
-        http.validate_name(session_id, "session")
+        validate_name(session_id, "session")
         return http.json_response(await self._call(principal, name, "delete_session", session_id))
 
     @app.post(
