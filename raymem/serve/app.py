@@ -21,6 +21,7 @@ from ray.serve.handle import DeploymentHandle
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from raymem import __version__
+from raymem.actors.calls import ProfileCalls
 from raymem.actors.pools import (
     EmbedderPool,
     GeneratorPool,
@@ -189,20 +190,8 @@ class Ingress:
         finally:
             self._inflight[principal.key_id] -= 1
 
-    async def _call(
-        self,
-        principal: Principal,
-        profile: str,
-        method: str,
-        *args: Any,
-        create: bool = False,
-        **kwargs: Any,
-    ) -> Any:
-        """Call the profile actor within the caller's concurrency cap."""
-        with self._slot(principal):
-            return await self.router.call(
-                principal.tenant, profile, method, *args, create=create, **kwargs
-            )
+    def _calls(self, principal: Principal, profile: str) -> ProfileCalls:
+        return ProfileCalls(self.router, principal.tenant, profile)
 
     # ----------------------------------------------------------------- routes
 
@@ -221,7 +210,9 @@ class Ingress:
         principal, name = self._profile(request, profile, write=True)
         body: IngestRequest = await self._body(request, IngestRequest)
         http.check_ingest_limits(body, self.limits)
-        return http.json_response(await self._call(principal, name, "ingest", body, create=True))
+        with self._slot(principal):
+            result = await self._calls(principal, name).ingest(body)
+        return http.json_response(result)
 
     @app.post(
         "/v1/profiles/{profile}/memories",
@@ -234,7 +225,8 @@ class Ingress:
         body: RememberRequest = await self._body(request, RememberRequest)
         http.check_content(body.content, self.limits)
         memory_id = uuid.uuid4().hex  # chosen here so a retried call cannot write twice
-        result = await self._call(principal, name, "remember", body, memory_id, create=True)
+        with self._slot(principal):
+            result = await self._calls(principal, name).remember(body, memory_id)
         return http.json_response(result, 201)
 
     @app.post(
@@ -246,7 +238,9 @@ class Ingress:
         principal, name = self._profile(request, profile, write=False)
         body: RecallRequest = await self._body(request, RecallRequest)
         http.check_recall_limits(body, self.limits)
-        return http.json_response(await self._call(principal, name, "recall", body))
+        with self._slot(principal):
+            result = await self._calls(principal, name).recall(body)
+        return http.json_response(result)
 
     @app.get(
         "/v1/profiles/{profile}/memories",
@@ -271,16 +265,14 @@ class Ingress:
             raise InvalidRequest(
                 f"Invalid cursor {cursor[:40]!r}: pass the next_cursor of a previous page"
             )
-        page = await self._call(
-            principal,
-            name,
-            "list_memories",
-            types=type,
-            session_id=session_id,
-            include_superseded=include_superseded,
-            limit=limit,
-            before_seq=None if cursor is None else int(cursor),
-        )
+        with self._slot(principal):
+            page = await self._calls(principal, name).list_memories(
+                types=type,
+                session_id=session_id,
+                include_superseded=include_superseded,
+                limit=limit,
+                before_seq=None if cursor is None else int(cursor),
+            )
         return http.json_response(page)
 
     @app.get(
@@ -290,7 +282,9 @@ class Ingress:
     )
     async def get_memory(self, profile: str, memory_id: str, request: Request) -> Response:
         principal, name = self._profile(request, profile, write=False)
-        return http.json_response(await self._call(principal, name, "get_memory", memory_id))
+        with self._slot(principal):
+            memory = await self._calls(principal, name).get_memory(memory_id)
+        return http.json_response(memory)
 
     @app.delete(
         "/v1/profiles/{profile}/memories/{memory_id}",
@@ -300,7 +294,8 @@ class Ingress:
     )
     async def forget(self, profile: str, memory_id: str, request: Request) -> Response:
         principal, name = self._profile(request, profile, write=True)
-        await self._call(principal, name, "forget", memory_id)
+        with self._slot(principal):
+            await self._calls(principal, name).forget(memory_id)
         return Response(status_code=204)
 
     @app.get("/v1/profiles", tags=["profiles"], responses=http.response_schema(ProfileList))
@@ -336,7 +331,7 @@ class Ingress:
     async def delete_profile(self, profile: str, request: Request) -> Response:
         principal, name = self._profile(request, profile, write=True)
         with self._slot(principal):
-            await self.router.delete(principal.tenant, name)
+            await self._calls(principal, name).delete()
         return Response(status_code=204)
 
     @app.post(
@@ -351,7 +346,8 @@ class Ingress:
         body: AppendRequest = await self._body(request, AppendRequest)
         http.check_content(body.content, self.limits)
         http.check_time(body.created_at, "$.created_at")
-        result = await self._call(principal, name, "append_message", session_id, body, create=True)
+        with self._slot(principal):
+            result = await self._calls(principal, name).append_message(session_id, body)
         return http.json_response(result, 201)
 
     @app.get(
@@ -368,9 +364,9 @@ class Ingress:
     ) -> Response:
         principal, name = self._profile(request, profile, write=False)
         validate_name(session_id, "session")
-        return http.json_response(
-            await self._call(principal, name, "last_messages", session_id, last)
-        )
+        with self._slot(principal):
+            messages = await self._calls(principal, name).last_messages(session_id, last)
+        return http.json_response(messages)
 
     @app.get(
         "/v1/profiles/{profile}/sessions",
@@ -379,7 +375,9 @@ class Ingress:
     )
     async def list_sessions(self, profile: str, request: Request) -> Response:
         principal, name = self._profile(request, profile, write=False)
-        return http.json_response(await self._call(principal, name, "list_sessions"))
+        with self._slot(principal):
+            sessions = await self._calls(principal, name).list_sessions()
+        return http.json_response(sessions)
 
     @app.post(
         "/v1/profiles/{profile}/sessions/{session_id}/end",
@@ -389,7 +387,9 @@ class Ingress:
     async def end_session(self, profile: str, session_id: str, request: Request) -> Response:
         principal, name = self._profile(request, profile, write=True)
         validate_name(session_id, "session")
-        return http.json_response(await self._call(principal, name, "end_session", session_id))
+        with self._slot(principal):
+            ended = await self._calls(principal, name).end_session(session_id)
+        return http.json_response(ended)
 
     @app.delete(
         "/v1/profiles/{profile}/sessions/{session_id}",
@@ -400,7 +400,9 @@ class Ingress:
         """Delete a session's turns and forget the memories derived from it."""
         principal, name = self._profile(request, profile, write=True)
         validate_name(session_id, "session")
-        return http.json_response(await self._call(principal, name, "delete_session", session_id))
+        with self._slot(principal):
+            deleted = await self._calls(principal, name).delete_session(session_id)
+        return http.json_response(deleted)
 
     @app.post(
         "/v1/profiles/{profile}/snapshot",
@@ -409,7 +411,9 @@ class Ingress:
     )
     async def snapshot(self, profile: str, request: Request) -> Response:
         principal, name = self._profile(request, profile, write=True)
-        return http.json_response(await self._call(principal, name, "snapshot"))
+        with self._slot(principal):
+            snapshot = await self._calls(principal, name).snapshot()
+        return http.json_response(snapshot)
 
     @app.get(
         "/v1/profiles/{profile}/export",
@@ -421,7 +425,7 @@ class Ingress:
         """The whole profile as JSON Lines: header, sessions, messages, memories with chains."""
         principal, name = self._profile(request, profile, write=False)
         with self._slot(principal):
-            chunks = self.router.stream(principal.tenant, name, "export_chunks")
+            chunks = self._calls(principal, name).export_chunks()
             first = await anext(chunks)  # errors (unknown profile) surface before the 200
         return StreamingResponse(
             _prepend(first, chunks),
@@ -441,9 +445,9 @@ class Ingress:
         archive = await http.read_body(request, self.limits.max_import_bytes)
         if not archive.strip():
             raise InvalidRequest("Request body is empty: send an archive from GET …/export")
-        return http.json_response(
-            await self._call(principal, name, "import_archive", archive, create=True)
-        )
+        with self._slot(principal):
+            result = await self._calls(principal, name).import_archive(archive)
+        return http.json_response(result)
 
 
 def build_app(settings: Settings) -> Any:
