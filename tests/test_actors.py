@@ -2,6 +2,7 @@
 
 import concurrent.futures
 import uuid
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -10,6 +11,7 @@ from conftest import wait_until
 
 import raymem
 from raymem.actors.calls import ProfileCalls, run_blocking
+from raymem.actors.local import AppNotRunning
 from raymem.actors.registry import ProfileRouter, actor_name
 from raymem.errors import ProfileNotFound
 from raymem.types import IngestRequest, MessageIn, RecallRequest
@@ -96,6 +98,23 @@ def test_get_profile_calls_the_actor_without_http(serve_app, server_settings):
     assert len(profile.list().memories) == 1
     with pytest.raises(Exception, match="Invalid profile name"):
         raymem.get_profile("../escape", settings=server_settings)
+
+
+def test_get_profile_uses_the_servers_settings_from_any_directory(
+    serve_app, server_settings, tmp_path, monkeypatch
+):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # a caller with its own directory and its own settings
+    monkeypatch.setenv("RAYMEM_DATA_DIR", str(elsewhere / "data"))
+    name = f"published-{uuid.uuid4().hex[:8]}"
+    profile = raymem.get_profile(name)
+    profile.remember("The spare key is under the blue pot.")
+    assert (Path(server_settings.data_dir) / "default" / name / "profile.db").exists()
+    assert not any(elsewhere.iterdir())
+    assert profile.list().memories[0].content == "The spare key is under the blue pot."
+    with pytest.raises(AppNotRunning, match="no-such-namespace"):
+        raymem.get_profile(name, namespace="no-such-namespace")
 
 
 def test_live_profiles_per_node_are_bounded_least_recently_used_first(

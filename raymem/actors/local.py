@@ -7,8 +7,9 @@ from typing import Any
 import msgspec
 
 from raymem.actors.calls import ProfileCalls, run_blocking
+from raymem.actors.catalog import published_settings
 from raymem.actors.registry import ProfileRouter
-from raymem.config import Settings, load_settings
+from raymem.config import Settings
 from raymem.names import DEFAULT_TENANT, validate_name
 from raymem.types import (
     IngestRequest,
@@ -21,6 +22,8 @@ from raymem.types import (
     RecallResult,
     RememberRequest,
 )
+
+DEFAULT_NAMESPACE = Settings().namespace
 
 
 class LocalProfile:
@@ -103,16 +106,43 @@ class LocalProfile:
         run_blocking(self._calls.forget(memory_id))
 
 
+class AppNotRunning(RuntimeError):
+    """No raymem app has published its settings in the Ray namespace asked for."""
+
+    def __init__(self, namespace: str) -> None:
+        super().__init__(namespace)
+        self.namespace = namespace
+
+    def __str__(self) -> str:
+        return (
+            f"No raymem app runs in Ray namespace {self.namespace!r} of this cluster: start one"
+            " (raymem serve), name its namespace, or pass settings="
+        )
+
+
 def get_profile(
-    name: str, *, tenant: str = DEFAULT_TENANT, settings: Settings | None = None
+    name: str,
+    *,
+    tenant: str = DEFAULT_TENANT,
+    namespace: str = DEFAULT_NAMESPACE,
+    settings: Settings | None = None,
 ) -> LocalProfile:
     """A profile of the raymem app running on the current Ray cluster (``ray.init`` first).
 
     Args:
         name: the profile name.
         tenant: whose profile; in-cluster code is trusted to name it.
-        settings: the service's settings (read from ``RAYMEM_*`` and the config file if None).
+        namespace: the Ray namespace the app runs in (its ``namespace`` setting).
+        settings: the service's settings; by default those the app published, so that
+            profiles open as the server opens them, whatever this process's directory.
+
+    Raises:
+        InvalidRequest: ``name`` is not a valid profile name.
+        AppNotRunning: no settings given, and no app published any in ``namespace``.
     """
     validate_name(name)
-    router = ProfileRouter(settings or load_settings())
-    return LocalProfile(ProfileCalls(router, tenant, name))
+    if settings is None:
+        settings = published_settings(namespace)
+        if settings is None:
+            raise AppNotRunning(namespace)
+    return LocalProfile(ProfileCalls(ProfileRouter(settings), tenant, name))

@@ -25,7 +25,8 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from raymem.actors.profile import ProfileActor, profile_path
+from raymem.actors.catalog import CatalogClient
+from raymem.actors.profile import ProfileActor
 from raymem.config import Settings
 from raymem.errors import ProfileClosing, ProfileNotFound
 from raymem.export import ObjectStore
@@ -74,6 +75,7 @@ class ProfileRouter:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.catalog = CatalogClient(settings)
         self._handles: dict[str, ActorHandle] = {}
         self._object_store = ObjectStore.from_settings(settings.object_store)
 
@@ -85,10 +87,8 @@ class ProfileRouter:
             return None
 
     async def exists(self, tenant: str, profile: str) -> bool:
-        """Whether the profile has data here, a live actor, or a copy in object storage."""
-        if profile_path(self.settings, tenant, profile).exists():
-            return True
-        if self.live_handle(tenant, profile) is not None:
+        """Whether the catalog knows the profile, or object storage holds a copy of it."""
+        if await self.catalog.exists(tenant, profile):
             return True
         if self._object_store is None:
             return False

@@ -34,8 +34,6 @@ from raymem.errors import InvalidRequest, TooManyRequests
 from raymem.names import validate_name
 from raymem.serve import http
 from raymem.serve.auth import Authenticator, Principal
-from raymem.store import COUNTS_SQL, profile_info
-from raymem.store.connection import open_sync
 from raymem.types import (
     AppendRequest,
     ErrorBody,
@@ -46,7 +44,6 @@ from raymem.types import (
     MemoryType,
     MemoryWithHistory,
     MessageList,
-    ProfileInfo,
     ProfileList,
     RecallRequest,
     RecallResult,
@@ -150,19 +147,19 @@ async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[by
 class Ingress:
     """Authenticates, validates and routes each request to its profile actor."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        embedder: DeploymentHandle,
-        generator: DeploymentHandle | None = None,
+    # Serve awaits an async constructor; type checkers expect __init__ to return None.
+    async def __init__(  # type: ignore[misc]
+        self, settings: Settings, *model_pools: DeploymentHandle[Any] | None
     ) -> None:
+        """``model_pools`` are bound only so that Serve deploys them with the app: profile
+        actors reach them by deployment name."""
         logging.basicConfig(level=logging.INFO)
         self.settings = settings
         self.limits = settings.limits
         self.router = ProfileRouter(settings)
         self.auth = Authenticator(settings)
-        self.embedder = embedder
         self._inflight: collections.Counter[str] = collections.Counter()
+        await self.router.catalog.publish(settings)  # in-cluster clients read them there
 
     # ---------------------------------------------------------------- helpers
 
@@ -300,27 +297,11 @@ class Ingress:
 
     @app.get("/v1/profiles", tags=["profiles"], responses=http.response_schema(ProfileList))
     async def list_profiles(self, request: Request) -> Response:
+        """The caller's profiles with their counts, from the catalog (no profile is woken)."""
         principal = self._principal(request)
-        return http.json_response(ProfileList(profiles=self._profile_infos(principal)))
-
-    def _profile_infos(self, principal: Principal) -> list[ProfileInfo]:
-        """Counts read from each file without activating its actor (WAL readers are consistent)."""
-        from pathlib import Path
-
-        root = Path(self.settings.data_dir) / principal.tenant
-        infos = []
-        for db in sorted(root.glob("*/profile.db")):
-            name = db.parent.name
-            if not principal.may_use(name):
-                continue
-            conn = open_sync(db)
-            try:
-                infos.append(profile_info(name, conn.execute(COUNTS_SQL).fetchone()))
-            except Exception:  # a profile being created or deleted right now
-                log.warning("cannot read counts of profile %s", name, exc_info=True)
-            finally:
-                conn.close()
-        return infos
+        only = None if "*" in principal.profiles else list(principal.profiles)
+        infos = await self.router.catalog.profiles(principal.tenant, only)
+        return http.json_response(ProfileList(profiles=infos))
 
     @app.delete(
         "/v1/profiles/{profile}",

@@ -66,6 +66,7 @@ class ArchiveOperations(ProfileBase):
         if self._store is not None:
             await self._store.close()
         await self._durability.destroy()
+        await self._leave_catalog()
         self._leave_tracker()
         shutil.rmtree(self.path.parent, ignore_errors=True)
         self._exit_soon()

@@ -29,6 +29,7 @@ import numpy as np
 import ray
 from ray import serve
 
+from raymem.actors.catalog import COUNTS_REPORT_DELAY_S, CatalogClient
 from raymem.actors.durability import Durability
 from raymem.actors.live import live_profiles
 from raymem.actors.pools import EMBEDDER_DEPLOYMENT, GENERATOR_DEPLOYMENT, pool_generator
@@ -109,6 +110,11 @@ class ProfileBase:
         self._retention: asyncio.Task[None] | None = None
         self._warming: asyncio.Task[None] | None = None
         self._live: Any = None  # this node's LiveProfiles tracker
+        self._catalog = CatalogClient(settings)
+        self._catalog_lock = asyncio.Lock()  # one report at a time, in order
+        self._catalog_done = False  # the last report (hibernation, deletion) was sent
+        self._counts_changed = False
+        self._counts_reporter: asyncio.Task[None] | None = None
         self._closing = False
         self._inflight = 0
         self._last_used = time.monotonic()
@@ -141,6 +147,7 @@ class ProfileBase:
             self._recaller = Recaller(store, self.settings.recall, self._embed)
             self._store = store
             self._live = live_profiles(self.settings.namespace, self.settings.profiles.max_live)
+            await self._report_counts()  # listed, and known to exist, before the first answer
             await self._report_use()
             self._idle_watch = asyncio.create_task(self._watch_idle())
             self._retention = asyncio.create_task(self._apply_retention())
@@ -213,6 +220,7 @@ class ProfileBase:
                 )
             self._idle_watch = asyncio.create_task(self._watch_idle())
             return
+        await self._report_counts(last=True)  # listed with its counts while asleep
         if self._store is not None:
             await self._store.close()
         self._leave_tracker()
@@ -262,13 +270,48 @@ class ProfileBase:
             purged = await writer.purge_messages(cutoff)
         if purged:
             log.info("profile %s: purged %d turns older than %s", self.name, purged, cutoff)
-            await self._durability.after_write()
+            await self._after_write()
         return purged
 
     async def _after_write(self) -> None:
-        """Every committed write: embed what is new, and ship the ledger as durability says."""
+        """Every committed write: embed what is new, ship the ledger as durability says,
+        and tell the catalog the new counts soon."""
         self._vectorise_soon()
+        self._report_counts_soon()
         await self._durability.after_write()
+
+    # ------------------------------------------------------------ the catalog
+
+    def _report_counts_soon(self) -> None:
+        """Report the counts within COUNTS_REPORT_DELAY_S: one report for a burst of writes."""
+        self._counts_changed = True
+        if self._counts_reporter is None or self._counts_reporter.done():
+            self._counts_reporter = asyncio.create_task(self._report_changed_counts())
+
+    async def _report_changed_counts(self) -> None:
+        while self._counts_changed and not self._closing:
+            await asyncio.sleep(COUNTS_REPORT_DELAY_S)
+            self._counts_changed = False
+            await self._report_counts()
+
+    async def _report_counts(self, *, last: bool = False) -> None:
+        """Send the catalog this profile's counts; ``last``: it hibernates, and says no more."""
+        async with self._catalog_lock:
+            if self._catalog_done:
+                return
+            self._catalog_done = last
+            try:
+                counts = await self._open_store.info(self.profile)
+                me = None if last else ray.get_runtime_context().current_actor
+                await self._catalog.report(self.tenant, self.profile, counts, me)
+            except Exception:  # listing is best effort; the next report corrects it
+                log.warning("profile %s cannot report to the catalog", self.name, exc_info=True)
+
+    async def _leave_catalog(self) -> None:
+        """The profile is deleted: it leaves the catalog, after any report in flight."""
+        async with self._catalog_lock:
+            self._catalog_done = True
+            await self._catalog.forget(self.tenant, self.profile)
 
     def _vectorise_soon(self) -> None:
         if self._vectoriser is None or self._vectoriser.done():
@@ -316,6 +359,16 @@ class ProfileBase:
         await asyncio.shield(self._vectoriser)
 
     # ------------------------------- monitoring: never opens, never counts as use
+
+    async def counts(self) -> ProfileInfo:
+        """The current counts, for the catalog's listings (not an ``entry``, like below).
+
+        Raises:
+            ProfileClosing: not open, or hibernating: the catalog has its last report.
+        """
+        if self._store is None or self._closing:
+            raise ProfileClosing(self.name)
+        return await self._store.info(self.profile)
 
     async def process_stats(self) -> ProcessStats:
         """This actor's process id and resident memory (benchmarks, metrics).
