@@ -138,6 +138,16 @@ def check_limit(limit: int, limits: LimitSettings) -> None:
         raise InvalidRequest(f"limit {limit} exceeds the maximum of {limits.max_limit}")
 
 
+def write_docs(
+    body: type, result: type, status: int = 200, description: str = ""
+) -> dict[str, Any]:
+    """Route arguments documenting a msgspec request body and its response."""
+    return {
+        "openapi_extra": body_schema(body, description),
+        "responses": response_schema(result, status),
+    }
+
+
 def body_schema(kind: type, description: str = "") -> dict[str, Any]:
     """``openapi_extra`` documenting a msgspec request body (bodies are decoded by hand)."""
     return {
