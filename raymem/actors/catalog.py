@@ -345,5 +345,5 @@ def published_settings(namespace: str) -> Settings | None:
         catalog = ray.get_actor(CATALOG_ACTOR, namespace=namespace)
     except ValueError:  # no catalog: no app has run here
         return None
-    settings = ray.get(catalog.settings.remote())
+    settings: object = ray.get(catalog.settings.remote())
     return settings if isinstance(settings, Settings) else None

@@ -41,11 +41,13 @@ IngressDeployment = serve.deployment(
 def build_app(settings: Settings) -> Any:
     """The Serve application graph: the ingress and the model pools it deploys."""
     models = settings.models
-    embedder = EmbedderPool.options(**embedder_options(models)).bind(models)
+    # The pools are Serve deployments; mypy keeps a class's type through a class decorator.
+    embedder = EmbedderPool.options(**embedder_options(models)).bind(models)  # type: ignore[attr-defined]
     # A model generator runs in its own pool; the rules and OpenAI backends need none.
     generator = None
     if models.generator == "transformers":
-        generator = GeneratorPool.options(**generator_options(models)).bind(models)
+        options = generator_options(models)
+        generator = GeneratorPool.options(**options).bind(models)  # type: ignore[attr-defined]
     ingress = IngressDeployment.options(num_replicas=settings.server.ingress_replicas)
     return ingress.bind(settings, embedder, generator)
 

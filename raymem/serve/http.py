@@ -173,7 +173,7 @@ def deleted_responses() -> dict[int | str, dict[str, Any]]:
     return {204: {"description": "Deleted"}, **_client_errors()}
 
 
-def _client_errors() -> dict[str, dict[str, Any]]:
+def _client_errors() -> dict[int | str, dict[str, Any]]:
     return {
         "4XX": {
             "description": "Client error",

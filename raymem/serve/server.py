@@ -42,7 +42,7 @@ def stop() -> None:
     from ray import serve
 
     try:
-        serve.shutdown()
+        serve.shutdown()  # type: ignore[no-untyped-call]  # unannotated in Ray
     finally:
         ray.shutdown()
 
