@@ -50,6 +50,7 @@ import msgspec
 import ray
 from ray.exceptions import RayActorError
 
+from raymem.actors.layout import PROFILE_FILE, profile_path
 from raymem.config import Settings
 from raymem.export import ObjectStore
 from raymem.names import NAME
@@ -180,7 +181,14 @@ class ProfileCatalog:
 
     async def exists(self, tenant: str, profile: str) -> bool:
         await self._discovered()
-        return profile in self._profiles.get(tenant, {})
+        if profile in self._profiles.get(tenant, {}):
+            return True
+        if profile_path(self._settings, tenant, profile).exists():
+            # A file put under data_dir behind the service's back (a copied backup, a
+            # benchmark's): known from now on; its actor reports counts as it opens.
+            self._add_found({(tenant, profile)})
+            return True
+        return False
 
     async def profiles(self, tenant: str, only: list[str] | None = None) -> list[ProfileInfo]:
         """The tenant's profiles by name, or those of ``only``, with their counts."""
@@ -217,11 +225,7 @@ class ProfileCatalog:
     async def _discover(self) -> None:
         if self._meta("discovered_at") is None:
             found = self._local_profiles() | await self._stored_profiles()
-            for tenant, profile in found:
-                self._profiles.setdefault(tenant, {}).setdefault(profile, None)
-            self._db.executemany(
-                "INSERT OR IGNORE INTO profiles (tenant, profile) VALUES (?, ?)", sorted(found)
-            )
+            self._add_found(found)
             self._set_meta("discovered_at", str(time.time()).encode())
             log.info("catalog: found %d existing profiles", len(found))
         unknown = [
@@ -233,9 +237,17 @@ class ProfileCatalog:
         if unknown:
             self._learning = asyncio.create_task(self._learn_counts(unknown))
 
+    def _add_found(self, found: set[Key]) -> None:
+        """Profiles found rather than reported: counts unknown until they report."""
+        for tenant, profile in found:
+            self._profiles.setdefault(tenant, {}).setdefault(profile, None)
+        self._db.executemany(
+            "INSERT OR IGNORE INTO profiles (tenant, profile) VALUES (?, ?)", sorted(found)
+        )
+
     def _local_profiles(self) -> set[Key]:
         found = set()
-        for db in Path(self._settings.data_dir).glob("*/*/profile.db"):
+        for db in Path(self._settings.data_dir).glob(f"*/*/{PROFILE_FILE}"):
             tenant, profile = db.parent.parent.name, db.parent.name
             if NAME.fullmatch(tenant) and NAME.fullmatch(profile):
                 found.add((tenant, profile))

@@ -21,7 +21,6 @@ import resource
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import msgspec
@@ -31,6 +30,7 @@ from ray import serve
 
 from raymem.actors.catalog import COUNTS_REPORT_DELAY_S, CatalogClient
 from raymem.actors.durability import Durability
+from raymem.actors.layout import profile_path
 from raymem.actors.live import live_profiles
 from raymem.actors.pools import EMBEDDER_DEPLOYMENT, GENERATOR_DEPLOYMENT, pool_generator
 from raymem.config import Settings
@@ -54,11 +54,6 @@ IDLE_CHECKS_PER_TIMEOUT = 4
 IDLE_CHECK_MIN_S = 0.05
 IDLE_CHECK_MAX_S = 5.0
 EXIT_DELAY_S = 0.05  # time for the reply being sent when the actor decides to exit
-
-
-def profile_path(settings: Settings, tenant: str, profile: str) -> Path:
-    """Where a profile's SQLite file lives: ``<data_dir>/<tenant>/<profile>/profile.db``."""
-    return Path(settings.data_dir) / tenant / profile / "profile.db"
 
 
 class ProcessStats(msgspec.Struct, frozen=True, kw_only=True):
