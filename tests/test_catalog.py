@@ -12,6 +12,7 @@ from conftest import free_port, wait_until
 
 from raymem.actors.calls import ProfileCalls, run_blocking
 from raymem.actors.catalog import CATALOG_FILE, CatalogClient
+from raymem.actors.layout import profile_path
 from raymem.actors.registry import ProfileRouter
 from raymem.types import IngestRequest, MessageIn, ProfileInfo
 
@@ -71,6 +72,26 @@ def test_a_deleted_hibernated_profile_leaves_the_listing(serve_app, server_setti
     assert not run_blocking(router.exists("default", name))
     missing = http.post(f"/v1/profiles/{name}/recall", json={"query": "anything"})
     assert missing.status_code == 404
+
+
+def test_a_profile_copied_into_the_data_dir_is_found(serve_app, server_settings, http):
+    quick = msgspec.structs.replace(
+        server_settings,
+        profiles=msgspec.structs.replace(server_settings.profiles, idle_timeout_s=0.5),
+    )
+    router = ProfileRouter(quick)
+    original, copy = f"original-{uuid.uuid4().hex[:8]}", f"restored-{uuid.uuid4().hex[:8]}"
+    ingest(ProfileCalls(router, "default", original), "The wifi password is on the fridge.")
+    wait_until(lambda: router.live_handle("default", original) is None, timeout=30)
+    tenant_dir = profile_path(server_settings, "default", original).parent.parent
+    shutil.copytree(tenant_dir / original, tenant_dir / copy)  # a backup put back by hand
+
+    memories = http.get(f"/v1/profiles/{copy}/memories")
+    assert memories.status_code == 200, memories.text
+    assert [m["content"] for m in memories.json()["memories"]] == [
+        "The wifi password is on the fridge."
+    ]
+    assert listed(http, copy) == {"messages": 1, "memories": 1, "sessions": 1}
 
 
 def test_tenants_never_see_each_others_profiles(serve_app, server_settings, tmp_path):

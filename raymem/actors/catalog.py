@@ -159,7 +159,7 @@ class ProfileCatalog:
         else:
             self._live[key] = live
         known = self._profiles.setdefault(tenant, {})
-        if known.get(profile) == counts and profile in known:
+        if profile in known and known[profile] == counts:
             return
         known[profile] = counts
         self._db.execute(
