@@ -137,7 +137,7 @@ class GeneratorPool:
             "prefixes_held": len(cache) if cache else 0,
         }
 
-    @serve.multiplexed(max_num_models_per_replica=PROFILES_PER_REPLICA)
+    @serve.multiplexed(max_num_models_per_replica=PROFILES_PER_REPLICA)  # type: ignore[untyped-decorator]
     async def _hold_profile(self, profile: str) -> str:
         """Mark this replica as the one serving ``profile``; nothing is loaded.
 
