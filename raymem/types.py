@@ -202,6 +202,7 @@ class ArchiveCounts(Schema, kw_only=True):
     sessions: int
     messages: int
     memories: int
+    other: dict[str, int] = {}  # rows of the other tables (blocks, actions, ...), by table
 
 
 class ImportResult(Schema, kw_only=True):
