@@ -80,7 +80,7 @@ class CachedEmbedder:
 
 async def vectorise(store: ProfileStore, embedder: CachedEmbedder) -> None:
     for table_name in ("memory_vectors", "message_vectors"):
-        while pending := await store.pending_vectors(table_name, limit=2048):
+        while pending := await store.reads.pending_vectors(table_name, limit=2048):
             vectors = await embedder.embed([text for _, text in pending])
             async with store.write() as writer:
                 await writer.set_vectors(

@@ -21,25 +21,25 @@ class Section(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
     """A block of the TOML file; unknown keys are a configuration error."""
 
 
-class ServerSettings(Section):
+class ServerSettings(Section, frozen=True):
     host: str = "127.0.0.1"
     port: int = 8000
     ingress_replicas: int = 1
     max_concurrent_per_key: int = 64  # 429 beyond this many requests in flight per key
 
 
-class ApiKey(Section):
+class ApiKey(Section, frozen=True):
     tenant: Annotated[str, msgspec.Meta(pattern=NAME_PATTERN)]  # a directory name
     key_sha256: str
     profiles: list[str] = msgspec.field(default_factory=lambda: ["*"])
     read_only: bool = False
 
 
-class AuthSettings(Section):
+class AuthSettings(Section, frozen=True):
     keys: list[ApiKey] = []
 
 
-class ObjectStoreSettings(Section):
+class ObjectStoreSettings(Section, frozen=True):
     bucket: str = ""
     prefix: str = "raymem"
     endpoint_url: str = ""
@@ -49,21 +49,21 @@ class ObjectStoreSettings(Section):
     secret_access_key: str = ""
 
 
-class DurabilitySettings(Section):
+class DurabilitySettings(Section, frozen=True):
     mode: Literal["local", "shipped", "replicated"] = "shipped"
     snapshot_interval_s: float = 300.0
     snapshot_retention: int = 3  # snapshots kept per profile
     ship_interval_s: float = 1.0  # shipped mode: ledger uploaded within about this long
 
 
-class ProfileSettings(Section):
+class ProfileSettings(Section, frozen=True):
     idle_timeout_s: float = 600.0
     max_live: int = 200
     retention_days: float = 90.0  # raw turns older than this are purged; 0 keeps them forever
     retention_check_s: float = 3600.0
 
 
-class ModelSettings(Section):
+class ModelSettings(Section, frozen=True):
     embedder: str = "sentence-transformers/all-MiniLM-L6-v2"
     generator: Literal["rules", "openai", "transformers"] = "rules"
     num_gpus: float = 0.0  # per model replica; 0 on a CPU machine
@@ -108,7 +108,7 @@ class ModelSettings(Section):
     reconcile_by_similarity: bool = True
 
 
-class LimitSettings(Section):
+class LimitSettings(Section, frozen=True):
     max_body_bytes: int = 16 * 2**20
     max_content_chars: int = 100_000
     max_messages_per_ingest: int = 1_000
@@ -117,7 +117,7 @@ class LimitSettings(Section):
     max_import_bytes: int = 256 * 2**20
 
 
-class RecallSettings(Section):
+class RecallSettings(Section, frozen=True):
     """Weights of the channels in reciprocal rank fusion; topic keys highest.
 
     The defaults were chosen on LoCoMo and a LongMemEval sample (benchmarks/):
@@ -153,7 +153,7 @@ class RecallSettings(Section):
     fts_postings_budget: int = 5000
 
 
-class Settings(Section):
+class Settings(Section, frozen=True):
     data_dir: str = "./raymem-data"
     app_name: str = "raymem"
     namespace: str = "raymem"

@@ -68,16 +68,32 @@ class AppendRequest(Request, kw_only=True):
 # ---------------------------------------------------------------- responses
 
 
-class Memory(Schema, kw_only=True):
-    id: str
+class MemoryFields(Schema, kw_only=True):
+    """What every form of a memory carries: a candidate, a stored row, the wire ``Memory``.
+
+    The one list of a memory's descriptive fields; each form adds what it alone has
+    (a candidate its provenance spans and questions, a row its id and chain pointers).
+    """
+
     type: str
     content: str
     topic_key: str | None = None
-    event_time: str | None = None
+    event_time: str | None = None  # events: the ISO date they happened
     importance: float = 0.5
     confidence: float = 1.0
     session_id: str | None = None
     source_message_ids: list[str] = []
+
+
+class MemoryRecord(MemoryFields, kw_only=True):
+    """A memory as extraction proposes it and the store keeps it, beyond what the wire shows."""
+
+    source_spans: list[tuple[int, int]] = []  # (first, last) sentence of each source message
+    search_queries: list[str] = []  # 3-5 questions it answers, for full-text search
+
+
+class Memory(MemoryFields, kw_only=True):
+    id: str
     created_at: datetime
     superseded_by: str | None = None
     forgotten_at: datetime | None = None
@@ -186,6 +202,7 @@ class ArchiveCounts(Schema, kw_only=True):
     sessions: int
     messages: int
     memories: int
+    other: dict[str, int] = {}  # rows of the other tables (blocks, actions, ...), by table
 
 
 class ImportResult(Schema, kw_only=True):

@@ -29,11 +29,11 @@ from datetime import timedelta
 
 import numpy as np
 
-from raymem.models.generator import Chunk, Extracted, Generator
-from raymem.models.rules import Candidate
 from raymem.pipelines import classify, extract, reconcile, temporal, verify
 from raymem.pipelines.classify import TypePrototypes
+from raymem.pipelines.generators import Generator
 from raymem.pipelines.reconcile import EmbedFn, Reconciled, new_memory_id
+from raymem.pipelines.types import Candidate, Chunk, Extracted
 from raymem.store import (
     NewMessage,
     ProfileStore,
@@ -42,7 +42,7 @@ from raymem.store import (
     utc_now,
 )
 from raymem.store import message_id as make_message_id
-from raymem.types import IngestResult, MemoryCounts, MessageCounts, MessageIn
+from raymem.types import IngestResult, MemoryCounts, MemoryType, MessageCounts, MessageIn
 
 __all__ = [
     "EmbedFn",
@@ -216,7 +216,7 @@ async def ingest(
     embed = _timed_embed(_embed_once(embed), spent)
     rows = build_messages(session_id, messages)
     with _timed(spent, "ids"):
-        known = await store.existing_message_ids([row.id for row in rows])
+        known = await store.reads.existing_message_ids([row.id for row in rows])
         fresh = list({row.id: row for row in rows if row.id not in known}.values())
     candidates = await extract_candidates(
         fresh, generator=generator, timings=spent, embed=embed, prototypes=prototypes
@@ -325,7 +325,7 @@ async def remember(
     *,
     memory_id: str,
     session_id: str | None = None,
-    memory_type: str | None = None,
+    memory_type: MemoryType | None = None,
     importance: float | None = None,
     generator: Generator | None = None,
     embed: EmbedFn | None = None,
@@ -353,7 +353,7 @@ async def remember(
     embed = _embed_once(embed)
     item = Extracted(
         content=text,
-        type=memory_type,  # type: ignore[arg-type]
+        type=memory_type,
         importance=importance,
         confidence=1.0,  # stated directly, not inferred
     )
@@ -398,7 +398,7 @@ async def consolidate_session(
         prototypes: the memory types' prototype vectors.
     """
     embed = _embed_once(embed)
-    pending = await store.session_messages(session_id, unextracted_only=True)
+    pending = await store.reads.session_messages(session_id, unextracted_only=True)
     turns = [
         NewMessage(
             id=m.id,

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable, Sequence
 import msgspec
 import numpy as np
 
-from raymem.models.generator import Decision, Generator, Neighbour, decide_by_rules
-from raymem.models.rules import Candidate
+from raymem.pipelines.generators import Generator, decide_by_rules
+from raymem.pipelines.types import Candidate, Decision, Neighbour
 from raymem.store import NewMemory, ProfileStore, StoreWriter, content_hash, to_db_time, utc_now
 
 log = logging.getLogger(__name__)
@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 EmbedFn = Callable[[list[str]], Awaitable[np.ndarray]]
 SIMILARITY_GATE = 0.55  # below this cosine to every neighbour: add without a model call
 NEIGHBOURS = 5
+# Memories written earlier may still wait for the background vectoriser: the pending
+# rows read to find this batch's include up to this many of theirs.
+PENDING_BACKLOG = 256
 
 
 class Reconciled(msgspec.Struct):
@@ -63,8 +66,8 @@ def embedding_text(candidate: Candidate) -> str:
 
 async def _neighbours(store: ProfileStore, vectors: Sequence[np.ndarray]) -> list[list[Neighbour]]:
     """The current stored memories nearest each vector, nearest first; one row read for all."""
-    hits = [await store.search_vectors("memory_vectors", v, limit=NEIGHBOURS) for v in vectors]
-    memories = await store.memories_by_seq(sorted({seq for found in hits for seq, _ in found}))
+    hits = [await store.search.vectors("memory_vectors", v, limit=NEIGHBOURS) for v in vectors]
+    memories = store.search.memories_by_seq(sorted({seq for found in hits for seq, _ in found}))
     out = []
     for found in hits:
         near = []
@@ -117,7 +120,7 @@ async def plan(
     keyed = [c.topic_key for c in candidates if c.topic_key]
     headed = set()
     if keyed:
-        heads = await store.memories_by_seq(await store.current_by_topic(keyed))
+        heads = store.search.memories_by_seq(store.search.topic_heads(keyed))
         headed = {m.topic_key for m in heads.values()}
     checked = [
         i for i, c in enumerate(candidates) if c.type != "task" and c.topic_key not in headed
@@ -157,7 +160,7 @@ async def apply(
         memory_ids: ids to give added memories (``remember`` retries reuse them).
     """
     by_hash = await writer.current_by_hash(content_hash(c.content) for c in candidates)
-    by_topic = await writer.current_by_topic(c.topic_key for c in candidates if c.topic_key)
+    by_topic = await writer.topic_head_ids(c.topic_key for c in candidates if c.topic_key)
     result = Reconciled(added=[], superseded=0, duplicates=0, duplicate_of=[])
     created_at = to_db_time(utc_now())
     for index, candidate in enumerate(candidates):
@@ -206,7 +209,9 @@ async def store_vectors(store: ProfileStore, vectors: dict[str, np.ndarray]) -> 
     """
     if not vectors:
         return 0
-    pending = await store.pending_vectors("memory_vectors", limit=len(vectors) + 256)
+    pending = await store.reads.pending_vectors(
+        "memory_vectors", limit=len(vectors) + PENDING_BACKLOG
+    )
     rows = [(seq, vectors[text]) for seq, text in pending if text in vectors]
     if rows:
         async with store.write() as writer:

@@ -1,21 +1,33 @@
-"""The embedded ``rules`` generator: deterministic extraction, classification and synthesis.
+"""The rules behind the embedded ``rules`` generator and classification. No model, no I/O.
 
-It needs no model, so a fresh install works offline. It splits turns into
-sentences, keeps the informative ones, classifies each into one of the four
-memory types with pattern rules, derives a topic key for preferences and
-personal attributes, and writes search questions from templates filled with
-the sentence's own names and keywords. Reconciliation decisions (add, duplicate,
-supersede) are rules too: near-identical text is a duplicate, the same subject
-and attribute is a new version.
+Which sentences are worth remembering, which of the four memory types a
+sentence is by its wording, the topic key of a preference or a personal
+attribute, the concrete values a statement asserts, and search questions written
+from templates filled with the sentence's own names and keywords. A fresh
+install extracts with these alone; with a model they fill in what it left out.
 """
 
 import re
-from collections.abc import Sequence
 
-import msgspec
+from raymem.pipelines.language import STATEMENT_STOPWORDS, WORD, content_words
+from raymem.types import MemoryType
 
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])|\n+")
-WORD = re.compile(r"[\w'’-]+", re.UNICODE)
+# Fewer words than this: a fragment or a greeting ("Sounds good.", "Thanks a lot!").
+MIN_WORDS = 3
+# Fewer content words than this: small talk ("That's so great!" has one).
+MIN_CONTENT_WORDS = 2
+# Importance by what the patterns found: an instruction steers every later answer,
+# a personal attribute (where someone lives or works) stays true for long, a task
+# matters until it is done; other facts and events start mid-scale.
+INSTRUCTION_IMPORTANCE = 0.8
+ATTRIBUTE_IMPORTANCE = 0.7
+TASK_IMPORTANCE = 0.6
+DEFAULT_IMPORTANCE = 0.5
+# Search questions per memory (the design's 3-5), and the keywords one quotes.
+MIN_QUESTIONS, MAX_QUESTIONS = 3, 5
+KEYWORDS_PER_QUESTION = 4
+# A topic key is subject.attribute, with at most one more level ("user.pet.name").
+MAX_KEY_PARTS = 3
 
 GREETINGS = {
     "hi",
@@ -102,35 +114,9 @@ PERSONAL_ATTRIBUTES = [
 MY_ATTRIBUTE = re.compile(r"\bmy (favou?rite [a-z]+|[a-z]+) (is|are)\b", re.I)
 
 
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-# "Caroline: I went to ..." (transcripts that name the speaker inside the turn).
-SPEAKER_PREFIX = re.compile(r"^([A-Z][\w'’.-]{0,30}(?: [A-Z][\w'’.-]{0,30})?):\s+(?=\S)")
-NOT_SPEAKERS = _words(
-    "note update warning error todo example summary q a re edit fyi ps tip step answer"
-    " question important reminder"
-)
 # A sentence about someone in the third person: "User lives in ...", "Mia plays ...".
 THIRD_PERSON_SUBJECT = re.compile(
     r"^(?:the )?(user|[A-Z][a-z]+)(?:'s)? (?:\w+s|is|was|has|had|moved|lives|works|loves)\b"
-)
-STOPWORDS = _words(
-    """
-    a an the and or but if then so too very just really i i'm im i've i'd i'll me my mine
-    we us our you your he she it it's its they them their this that that's these those
-    there here is am are was were be been being have has had do does did done to of in on
-    at for with by from about as into over up down out off not no yes can could would
-    should will shall may might must what which who whom when where why how all any some
-    such more most much many also still even again now well oh ah hey hi hello thanks thank
-    yeah wow great awesome cool nice amazing good glad love lovely totally definitely
-    absolutely sure super pretty lot lots thing things something anything everything one
-    get got go going know think feel felt see saw look looks like sounds sound mean means
-    let let's keep make made way time day don't didn't doesn't can't won't isn't wasn't
-    you're we're they're he's she's what's how's than because while both each other only
-    own same ever never always though
-    """
 )
 # Concrete values: the targets of the detail pass and of verification.
 VALUE_PATTERNS = [
@@ -149,46 +135,14 @@ VALUE_PATTERNS = [
 NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-zA-Z0-9'’&-]+(?: [A-Z][a-zA-Z0-9'’&-]+)*)")
 
 
-class Candidate(msgspec.Struct, kw_only=True):
-    """A memory proposed by extraction, before reconciliation with the store."""
-
-    type: str
-    content: str
-    topic_key: str | None = None
-    event_time: str | None = None
-    importance: float = 0.5
-    confidence: float = 0.8
-    source_message_ids: list[str] = []
-    source_spans: list[tuple[int, int]] = []
-    search_queries: list[str] = []
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of a turn, stripped; bullet markers removed."""
-    parts = (part.strip(" \t-*•") for part in SENTENCE_END.split(text))
-    return [part for part in parts if part]
-
-
-def split_speaker(content: str) -> tuple[str | None, str]:
-    """A turn's speaker named inside it ("Caroline: I went ...") and the rest of the turn."""
-    match = SPEAKER_PREFIX.match(content)
-    if match is None or match.group(1).lower() in NOT_SPEAKERS:
-        return None, content
-    return match.group(1), content[match.end() :]
-
-
-def content_words(text: str) -> list[str]:
-    """The lower-cased words of ``text`` that carry meaning (stopwords removed), in order."""
-    words = (w.lower().strip("'’-") for w in WORD.findall(text))
-    return [w for w in words if w and w not in STOPWORDS]
-
-
 def concrete_values(text: str) -> list[str]:
     """Names, prices, versions, quantities, dates and quoted titles mentioned in ``text``."""
     values: list[str] = []
     for pattern in VALUE_PATTERNS:
         values.extend(m.group(0).strip() for m in pattern.finditer(text) if m.group(0).strip())
-    values.extend(m.group(1) for m in NAME.finditer(text) if m.group(1).lower() not in STOPWORDS)
+    values.extend(
+        m.group(1) for m in NAME.finditer(text) if m.group(1).lower() not in STATEMENT_STOPWORDS
+    )
     kept: list[str] = []
     for value in dict.fromkeys(v for v in values if any(c.isalnum() for c in v)):
         if not any(value in longer for longer in kept):  # "1" inside "$1,200"
@@ -199,12 +153,11 @@ def concrete_values(text: str) -> list[str]:
 def is_informative(sentence: str) -> bool:
     """Worth remembering: not a question, a greeting, small talk or a fragment."""
     words = WORD.findall(sentence)
-    if len(words) < 3 or sentence.rstrip().endswith("?"):
+    if len(words) < MIN_WORDS or sentence.rstrip().endswith("?"):
         return False
     if " ".join(w.lower() for w in words) in GREETINGS:
         return False
-    # "That's so great!" has one content word; a statement worth keeping has two or more.
-    return len(content_words(sentence)) >= 2
+    return len(content_words(sentence)) >= MIN_CONTENT_WORDS
 
 
 def _category_of(sentence: str) -> str | None:
@@ -234,7 +187,7 @@ def subject_of(sentence: str, default: str = "user") -> str:
     if match is None:
         return default
     name = match.group(1)
-    if name.lower() in STOPWORDS or name.lower() in ("user", "we", "they"):
+    if name.lower() in STATEMENT_STOPWORDS or name.lower() in ("user", "we", "they"):
         return "user" if name.lower() == "user" else default
     return _slug(name) or default
 
@@ -271,7 +224,7 @@ def normalise_topic_key(key: str | None, *, subject: str = "user") -> str | None
         return None
     if len(parts) == 1:
         parts.insert(0, subject)
-    return ".".join(parts[:3])
+    return ".".join(parts[:MAX_KEY_PARTS])
 
 
 LEADING_FILLER = re.compile(
@@ -281,7 +234,7 @@ LEADING_FILLER = re.compile(
 )
 
 
-def classify_by_pattern(sentence: str) -> tuple[str, float] | None:
+def classify_by_pattern(sentence: str) -> tuple[MemoryType, float] | None:
     """The memory type and importance the patterns give a sentence; None when none fires.
 
     Instructions and tasks are only ever given by patterns: an instruction is
@@ -290,22 +243,25 @@ def classify_by_pattern(sentence: str) -> tuple[str, float] | None:
     """
     sentence = LEADING_FILLER.sub("", sentence.strip())  # "Actually, switch back to npm."
     if INSTRUCTION_START.search(sentence) or INSTRUCTION_ANYWHERE.search(sentence):
-        return "instruction", 0.8
+        return "instruction", INSTRUCTION_IMPORTANCE
     if TASK_PATTERN.search(sentence):
-        return "task", 0.6
+        return "task", TASK_IMPORTANCE
     if any(pattern.search(sentence) for pattern, _ in PERSONAL_ATTRIBUTES):
-        return "fact", 0.7  # a dated change of state ("moved to Vienna in May") is still a fact
+        return (
+            "fact",
+            ATTRIBUTE_IMPORTANCE,
+        )  # a dated change of state ("moved to Vienna in May") is still a fact
     if EVENT_PATTERN.search(sentence):
-        return "event", 0.5
+        return "event", DEFAULT_IMPORTANCE
     return None
 
 
-def classify(sentence: str) -> tuple[str, float]:
+def classify(sentence: str) -> tuple[MemoryType, float]:
     """The memory type of a sentence and its importance: a fact where no pattern fires."""
-    return classify_by_pattern(sentence) or ("fact", 0.5)
+    return classify_by_pattern(sentence) or ("fact", DEFAULT_IMPORTANCE)
 
 
-def _keyword_phrase(sentence: str, limit: int = 4) -> str:
+def _keyword_phrase(sentence: str, limit: int = KEYWORDS_PER_QUESTION) -> str:
     words = [w for w in content_words(sentence) if not w.isdigit()]
     return " ".join(dict.fromkeys(words[:limit]))
 
@@ -344,55 +300,4 @@ def search_questions(
     }
     questions.extend(by_type[memory_type])
     questions.append(f"What does {subject} say about {phrase}?")
-    return list(dict.fromkeys(questions))[:5]
-
-
-def extract_from_turn(
-    content: str, *, role: str, message_id: str, first_line: int = 0
-) -> list[Candidate]:
-    """Candidates from one turn; user turns fully, others only for instructions and tasks."""
-    if role not in ("user", "assistant"):
-        return []
-    candidates = []
-    line = first_line
-    for sentence in split_sentences(content):
-        if is_informative(sentence):
-            memory_type, importance = classify(sentence)
-            if role == "user" or memory_type in ("task",):
-                key = topic_key_for(sentence, memory_type)
-                candidates.append(
-                    Candidate(
-                        type=memory_type,
-                        content=sentence,
-                        topic_key=key,
-                        importance=importance,
-                        source_message_ids=[message_id],
-                        source_spans=[(line, line)],
-                        search_queries=search_questions(sentence, memory_type, key),
-                    )
-                )
-        line += 1
-    return candidates
-
-
-def synthesize(
-    query: str, ranked: Sequence[tuple[str, float]], *, max_sentences: int = 3, floor: float = 0.5
-) -> str:
-    """An extractive answer: distinct sentences of the best hits, in rank order.
-
-    Only hits scoring at least ``floor`` times the best score contribute, so a
-    clear winner is not diluted by weaker neighbours.
-    """
-    if not ranked:
-        return ""
-    best = ranked[0][1]
-    picked: list[str] = []
-    for content, score in ranked:
-        if score < best * floor:
-            break
-        for sentence in split_sentences(content):
-            if sentence not in picked:
-                picked.append(sentence)
-            if len(picked) == max_sentences:
-                return " ".join(picked)
-    return " ".join(picked)
+    return list(dict.fromkeys(questions))[:MAX_QUESTIONS]
