@@ -53,6 +53,9 @@ class Scored(msgspec.Struct):
     message: StoredMessage | None = None
     message_seq: int | None = None  # of the message, or of the turn a memory came from
     turn_at: datetime | None = None  # message time of the evidence turn, once known
+    stale: bool = False  # a turn whose memories were all replaced (see ``currency``)
+    replaced_by: str | None = None  # the memory that holds now what a stale turn said
+    currency_checked: bool = False
 
     @property
     def score(self) -> float:

@@ -21,6 +21,7 @@ The pipeline:
 """
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -30,7 +31,8 @@ import msgspec
 import numpy as np
 
 from raymem.config import RecallSettings
-from raymem.pipelines.answer import date_facts, synthesize
+from raymem.pipelines.answer import compose, date_facts
+from raymem.pipelines.currency import apply_currency
 from raymem.pipelines.fusion import (
     Ranked,
     Scored,
@@ -84,7 +86,7 @@ class Recaller:
         """
         timings: dict[str, float] = {}
         started = time.perf_counter()
-        anchor = self.store.search.latest_activity() or utc_now()
+        anchor = request.as_of or utc_now()  # "now" for relative dates: never the data's own
         analysis = analyse(request.query, anchor)
         timings["analyse"] = _ms(started)
 
@@ -110,7 +112,10 @@ class Recaller:
         fused = fuse({**text_rankings, **vector_rankings}, weights, self.settings.rrf_k)
         items = group_by_turn(await self._load(fused, request))
         favour_speakers(items, analysis, self.settings.speaker_share)
+        wanted = functools.partial(_memory_matches, request=request)
+        items = apply_currency(items, self.store.search, wanted)
         items = await self._add_neighbours(items, request)
+        items = apply_currency(items, self.store.search, wanted)  # the neighbours just added
         items = order(items)[: request.limit]
         hits = [_hit(item) for item in items]
         timings["fuse"] = _ms(fuse_started)
@@ -119,7 +124,7 @@ class Recaller:
         answer = ""
         if request.synthesize:
             facts = await date_facts(self.store, request.query, anchor, request.session_id)
-            answer = synthesize(request.query, items, facts)
+            answer = compose(request.query, items, facts)
         timings["synthesize"] = _ms(synth_started)
         timings["total"] = _ms(started)
         channels = sorted({c for hit in hits for c in hit.channels})
@@ -254,7 +259,7 @@ class Recaller:
         for candidate in fused:
             if candidate.kind == "memory":
                 memory, turn_seq, turn_at = memories.get(candidate.seq, (None, None, None))
-                if memory is not None and _memory_matches(memory, request):
+                if memory is not None and _memory_matches(memory, request=request):
                     items.append(
                         Scored(
                             dict(candidate.parts),
@@ -278,9 +283,10 @@ class Recaller:
         if not _wants_messages(request) or not items:
             return items
         lifts = context_lifts(items, self.settings.context_window, self.settings.context_share)
-        top = sorted(items, key=lambda item: item.score, reverse=True)[
-            : self.settings.neighbour_top
-        ]
+        # A stale turn's neighbours talk about what no longer holds: it lifts none.
+        top = sorted(
+            (item for item in items if not item.stale), key=lambda item: item.score, reverse=True
+        )[: self.settings.neighbour_top]
         parents = {item.message_seq: item for item in top if item.message_seq is not None}
         adjacent = self.store.search.adjacent_messages(
             list(parents), window=self.settings.neighbour_window
@@ -315,7 +321,7 @@ def _wants_messages(request: RecallRequest) -> bool:
     return request.include_messages and not request.types
 
 
-def _memory_matches(memory: Memory, request: RecallRequest) -> bool:
+def _memory_matches(memory: Memory, *, request: RecallRequest) -> bool:
     if memory.superseded_by is not None or memory.forgotten_at is not None:
         return False
     if request.types and memory.type not in request.types:
@@ -336,9 +342,11 @@ def _hit(item: Scored) -> RecallHit:
         session_id=message.session_id,
         source_message_ids=[message.id],
         created_at=message.created_at,
+        superseded_by=item.replaced_by,
         role=message.role,
         score=round(item.score, 6),
         channels=item.channels,
+        stale=item.stale,
     )
 
 
