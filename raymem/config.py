@@ -147,6 +147,10 @@ class RecallSettings(Section, frozen=True):
     context_share: float = 0.3
     speaker_share: float = 0.5  # a turn said by the person the query names: lifted by this share
     candidates_per_channel: int = 50
+    # Rows acknowledged but not yet embedded (an ingest's turns get their vectors in
+    # the background) that a recall embeds first, newest first, with the query: what
+    # was just written is found by the vector channels too. 0: leave them to FTS.
+    catch_up_vectors: int = 64
     # A full-text channel leaves out the query's commonest terms once the rows they
     # match add up to more than this: such terms barely move BM25, yet they cost a
     # score per matching row (70 ms at 100K rows for two words found in every row).

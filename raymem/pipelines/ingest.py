@@ -308,14 +308,16 @@ async def _reconcile_and_write(
             else:
                 decisions = planned.decisions
             reconciled = await reconcile.apply(
-                writer, candidates, session_id=session_id, decisions=decisions
+                writer,
+                candidates,
+                session_id=session_id,
+                decisions=decisions,
+                vectors=planned.vectors,
             )
             extracted = stored if consolidated is None else consolidated
             await writer.mark_extracted([m.id for m in extracted])
             if consolidated is not None:
                 await writer.end_session(session_id)
-    with _timed(timings, "vectors"):
-        await reconcile.store_vectors(store, planned.vectors)
     return reconciled, stored
 
 
@@ -358,8 +360,9 @@ async def remember(
         confidence=1.0,  # stated directly, not inferred
     )
     today = utc_now().date()
-    if memory_type in (None, "event"):
-        resolved = temporal.resolve_event_date(text, today)
+    if memory_type in (None, "event", "task"):  # "next Friday": the day it means, from today
+        future = memory_type == "task" or bool(temporal.FUTURE_HINT.search(text))
+        resolved = temporal.resolve_event_date(text, today, future=future)
         item.event_time = resolved.isoformat() if resolved else None
     await classify.settle_types([item], prototypes, embed)
     candidate = classify.classify_item(
@@ -373,8 +376,8 @@ async def remember(
             session_id=session_id,
             decisions=planned.decisions,
             memory_ids=[memory_id],
+            vectors=planned.vectors,
         )
-    await reconcile.store_vectors(store, planned.vectors)
     held_by = reconciled.added[0] if reconciled.added else reconciled.duplicate_of[0]
     return held_by, reconciled
 

@@ -97,8 +97,9 @@ class Recaller:
             else None
         )
         # The query is embedded by the model pool while the text channels run here.
+        backlog = await self._vector_backlog(query_vector)
         embed_task = asyncio.ensure_future(
-            self._embed_query(request.query, hyde, query_vector, timings)
+            self._embed_query(request.query, hyde, query_vector, backlog, timings)
         )
         try:
             await asyncio.sleep(0)  # the embedding request leaves before the text channels run
@@ -135,27 +136,60 @@ class Recaller:
             latency_ms=timings,
         )
 
+    async def _vector_backlog(self, given: np.ndarray | None) -> list[tuple[str, int, str]]:
+        """Rows written but not yet embedded, newest first: (table, seq, text to embed).
+
+        Memories are written with their vectors; an ingest's turns get theirs in the
+        background. A recall right after the ingest embeds the newest of them (up
+        to ``catch_up_vectors``) in the same model call as the query, so what was
+        acknowledged is found by the vector channels too (read-your-writes). With
+        no backlog this costs one indexed lookup.
+        """
+        cap = self.settings.catch_up_vectors
+        if self.embed is None or given is not None or cap <= 0:
+            return []
+        if not self.store.search.has_pending_vectors():
+            return []
+        backlog = []
+        for table in ("memory_vectors", "message_vectors"):
+            pending = await self.store.reads.pending_vectors(table, limit=cap, newest_first=True)
+            backlog += [(table, seq, text) for seq, text in pending]
+        return backlog[:cap]
+
     async def _embed_query(
         self,
         query: str,
         hyde: str | None,
         given: np.ndarray | None,
+        backlog: Sequence[tuple[str, int, str]],
         timings: dict[str, float],
     ) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """Vectors of the query and the HyDE statement, one model call; (None, None) on failure."""
+        """Vectors of the query and the HyDE statement, one model call; (None, None) on failure.
+
+        The same call embeds the ``backlog``, whose vectors are stored before it returns.
+        """
         texts = ([] if given is not None else [query]) + ([hyde] if hyde else [])
         if self.embed is None or not texts:
             return given, None
         started = time.perf_counter()
         try:
-            vectors = await self.embed(texts)
+            vectors = await self.embed(texts + [text for _, _, text in backlog])
         except Exception:  # a failed model stage degrades to the text channels
             log.exception("query embedding failed; recalling without vectors")
             return given, None
         finally:
             timings["embed"] = _ms(started)
+        if backlog:
+            caught_up = vectors[len(texts) :]
+            async with self.store.write() as writer:
+                for table in ("memory_vectors", "message_vectors"):
+                    rows = [
+                        (seq, caught_up[i]) for i, (t, seq, _) in enumerate(backlog) if t == table
+                    ]
+                    if rows:
+                        await writer.set_vectors(table, rows)
         query_vec = given if given is not None else vectors[0]
-        return query_vec, (vectors[-1] if hyde else None)
+        return query_vec, (vectors[len(texts) - 1] if hyde else None)
 
     async def _text_channels(
         self, request: RecallRequest, analysis: Analysis, timings: dict[str, float]

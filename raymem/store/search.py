@@ -318,6 +318,15 @@ class Search:
             adjacent.setdefault(row[0], []).append((row[1], message_from_row(row[1:])))
         return adjacent
 
+    def has_pending_vectors(self) -> bool:
+        """Whether a memory or a turn is waiting for its vector (two partial-index lookups)."""
+        rows = self._fetch(
+            "SELECT EXISTS (SELECT 1 FROM messages WHERE vectorised = 0)"
+            " OR EXISTS (SELECT 1 FROM memories WHERE vectorised = 0 AND type != 'task'"
+            f" AND {current()})"
+        )
+        return bool(rows[0][0])
+
     def turn_memories(self, message_ids: Sequence[str]) -> dict[str, list[MemoryState]]:
         """The memories each turn gave, with their state: message id -> [MemoryState]."""
         if not message_ids:
