@@ -13,7 +13,7 @@ A plain FTS5/BM25 index over the same turns is scored in the same run.
 import argparse
 import json
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,12 @@ def sessions(conversation: dict[str, Any]) -> list[tuple[str, datetime, list[dic
         out.append((key, session_time(conversation[f"{key}_date_time"]), conversation[key]))
         number += 1
     return out
+
+
+def asked_at(conversation: list[tuple[str, datetime, list[dict[str, Any]]]]) -> datetime:
+    """When the questions are asked: a day after the last session began (the data gives no
+    question dates; the questions look back on the whole conversation)."""
+    return (conversation[-1][1] + timedelta(days=1)).replace(tzinfo=UTC)
 
 
 def ingest_conversation(

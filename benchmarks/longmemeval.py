@@ -15,7 +15,7 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,23 @@ from raymem.config import Settings
 from raymem.store import message_id
 
 Turn = tuple[str, int]  # (session id, turn index)
+
+
+def question_time(item: dict[str, Any]) -> datetime:
+    """When the question is asked: "now" for its relative dates ("last Saturday")."""
+    return haystack_time(item["question_date"]).replace(tzinfo=UTC)
+
+
+def newest_answer_first(item: dict[str, Any], ranked_sessions: list[str]) -> bool | None:
+    """For a question whose answer was stated in several sessions (knowledge updates):
+    whether the newest of them ranks above the older ones. None when not applicable."""
+    answers = set(item["answer_session_ids"])
+    if len(answers) < 2:
+        return None
+    dated = dict(zip(item["haystack_session_ids"], item["haystack_dates"], strict=True))
+    newest = max(answers, key=lambda session: haystack_time(dated[session]))
+    first = next((session for session in ranked_sessions if session in answers), None)
+    return first == newest
 
 
 def haystack_time(text: str) -> datetime:

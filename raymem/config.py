@@ -139,6 +139,8 @@ class RecallSettings(Section, frozen=True):
     # off: 0 skips its embedding and searches. A model-written one may earn a weight.
     hyde_memory_vector_weight: float = 0.0
     hyde_message_vector_weight: float = 0.0
+    model_hyde_weight: float = 0.5  # a model-written HyDE statement, when a model is configured
+    model_timeout_s: float = 5.0  # a model stage of recall slower than this falls back to rules
     neighbour_top: int = 3  # the strongest turns whose neighbours join the result
     neighbour_window: int = 2  # how many turns either side of a strong turn join it
     neighbour_share: float = 0.35  # a neighbour's score, as a share of its strong turn's

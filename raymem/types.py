@@ -124,6 +124,9 @@ class RecallResult(Schema, kw_only=True):
     memories: list[RecallHit]
     method: str
     latency_ms: dict[str, float]
+    # Which stages a configured model ran: {"analysis": "rules+model", "answer": "model"};
+    # "rules" without a model, "rules (model failed: ...)" when it failed or was slow.
+    generated_by: dict[str, str] = {}
 
 
 class StoredMessage(Schema, kw_only=True):

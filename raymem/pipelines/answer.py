@@ -37,6 +37,7 @@ ANSWER_LINES = 3
 ANSWER_CHARS = 600
 ANSWER_SCORE_FLOOR = 0.6
 ANSWER_TURN_SENTENCES = 2  # a raw turn answers with at most this many of its sentences
+EVIDENCE_LINES = 8  # the hits a model answers from
 #: Channels through which words of the question found a hit.
 LEXICAL_CHANNELS = {"topic_key", "memory_fts", "message_fts", "message_time", "update"}
 ABSOLUTE_DATE = re.compile(r"\d{4}-\d{2}-\d{2}|.*\b(?:19|20)\d\d\b.*")
@@ -138,6 +139,11 @@ def compose(
             if LEXICAL_CHANNELS & set(item.parts):
                 lines.append(_line(query, item))
     return _fit([line for line in dict.fromkeys(lines) if line], max_chars)
+
+
+def evidence_lines(query: str, items: Sequence[Scored], limit: int = EVIDENCE_LINES) -> list[str]:
+    """The current hits as dated lines, best first, for a model to answer from."""
+    return [_line(query, item) for item in items if not item.stale][:limit]
 
 
 def _line(query: str, item: Scored) -> str:

@@ -263,6 +263,11 @@ class LLMGenerator:
         self._chat = chat
         self._max_tokens = max_tokens
 
+    @property
+    def chat(self) -> ChatModel:
+        """The chat model behind it (recall asks it too: ``recall_model``)."""
+        return self._chat
+
     async def extract(self, chunk: Chunk, *, focus: Focus = "full") -> list[Extracted]:
         """Items the model proposes for a chunk.
 

@@ -252,6 +252,13 @@ def query_names(query: str) -> list[str]:
     return names
 
 
+def widen(analysis: Analysis, terms: Sequence[str]) -> Analysis:
+    """``analysis`` with more full-text terms (a model's synonyms), after the query's own."""
+    extra = [phrase for term in terms for phrase in fts_terms(term)]
+    merged = list(dict.fromkeys([*analysis.fts_terms, *extra]))[:MAX_TERMS]
+    return msgspec.structs.replace(analysis, fts_terms=merged)
+
+
 def analyse(query: str, anchor: datetime | None = None) -> Analysis:
     """Everything the channels need from the query, computed without a model.
 

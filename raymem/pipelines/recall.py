@@ -31,7 +31,8 @@ import msgspec
 import numpy as np
 
 from raymem.config import RecallSettings
-from raymem.pipelines.answer import compose, date_facts
+from raymem.models.chat import ChatModel
+from raymem.pipelines.answer import compose, date_facts, evidence_lines
 from raymem.pipelines.currency import apply_currency
 from raymem.pipelines.fusion import (
     Ranked,
@@ -42,7 +43,8 @@ from raymem.pipelines.fusion import (
     group_by_turn,
     order,
 )
-from raymem.pipelines.query import Analysis, analyse, within_budget
+from raymem.pipelines.query import Analysis, analyse, widen, within_budget
+from raymem.pipelines.recall_model import QueryExpansion, answer_question, expand_query
 from raymem.store import ProfileStore, to_db_time, utc_now
 from raymem.types import Memory, RecallHit, RecallRequest, RecallResult
 
@@ -55,11 +57,16 @@ class Recaller:
     """Runs recall over one store; the profile actor keeps one."""
 
     def __init__(
-        self, store: ProfileStore, settings: RecallSettings, embed: EmbedFn | None
+        self,
+        store: ProfileStore,
+        settings: RecallSettings,
+        embed: EmbedFn | None,
+        chat: ChatModel | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self.embed = embed
+        self.chat = chat  # a configured model: query expansion, HyDE and the answer
 
     def weights(self) -> dict[str, float]:
         s = self.settings
@@ -85,17 +92,28 @@ class Recaller:
                 (benchmarks embed their questions once); None embeds it here.
         """
         timings: dict[str, float] = {}
+        generated_by = {"analysis": "rules", "answer": "rules"}
         started = time.perf_counter()
         anchor = request.as_of or utc_now()  # "now" for relative dates: never the data's own
+        expanding = (
+            asyncio.ensure_future(self._expand(request.query, generated_by)) if self.chat else None
+        )
         analysis = analyse(request.query, anchor)
-        timings["analyse"] = _ms(started)
-
         weights = self.weights()
         hyde = (
             analysis.hyde
             if weights["hyde_memory_vector"] or weights["hyde_message_vector"]
             else None
         )
+        expansion = await expanding if expanding is not None else None
+        if expansion is not None:
+            analysis = widen(analysis, expansion.terms)
+            if expansion.statement:
+                hyde = expansion.statement
+                weights["hyde_memory_vector"] = weights["hyde_message_vector"] = (
+                    self.settings.model_hyde_weight
+                )
+        timings["analyse"] = _ms(started)
         # The query is embedded by the model pool while the text channels run here.
         backlog = await self._vector_backlog(query_vector)
         embed_task = asyncio.ensure_future(
@@ -126,6 +144,9 @@ class Recaller:
         if request.synthesize:
             facts = await date_facts(self.store, request.query, anchor, request.session_id)
             answer = compose(request.query, items, facts)
+            if self.chat is not None:
+                lines = [*facts, *evidence_lines(request.query, items)]
+                answer = await self._model_answer(request.query, lines, answer, generated_by)
         timings["synthesize"] = _ms(synth_started)
         timings["total"] = _ms(started)
         channels = sorted({c for hit in hits for c in hit.channels})
@@ -134,7 +155,38 @@ class Recaller:
             memories=hits,
             method="hybrid:" + "+".join(channels) if channels else "hybrid",
             latency_ms=timings,
+            generated_by=generated_by,
         )
+
+    async def _expand(self, query: str, generated_by: dict[str, str]) -> QueryExpansion | None:
+        """The model's wider query, or None (and why, in ``generated_by``) when it fails."""
+        assert self.chat is not None
+        try:
+            expansion = await expand_query(
+                self.chat, query, timeout_s=self.settings.model_timeout_s
+            )
+        except Exception as exc:  # a model stage is best effort: the rules' analysis stands
+            log.warning("query expansion by the model failed, using rules: %r", exc)
+            generated_by["analysis"] = f"rules (model failed: {type(exc).__name__})"
+            return None
+        generated_by["analysis"] = "rules+model"
+        return expansion
+
+    async def _model_answer(
+        self, query: str, lines: list[str], fallback: str, generated_by: dict[str, str]
+    ) -> str:
+        """The model's answer from the ranked current facts, or ``fallback`` when it fails."""
+        assert self.chat is not None
+        try:
+            answer = await answer_question(
+                self.chat, query, lines, timeout_s=self.settings.model_timeout_s
+            )
+        except Exception as exc:  # best effort: the composed answer stands
+            log.warning("the model could not answer, using rules: %r", exc)
+            generated_by["answer"] = f"rules (model failed: {type(exc).__name__})"
+            return fallback
+        generated_by["answer"] = "model"
+        return answer
 
     async def _vector_backlog(self, given: np.ndarray | None) -> list[tuple[str, int, str]]:
         """Rows written but not yet embedded, newest first: (table, seq, text to embed).
