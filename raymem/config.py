@@ -135,6 +135,7 @@ class RecallSettings(Section, frozen=True):
     message_fts_weight: float = 1.0
     message_vector_weight: float = 1.0
     message_time_weight: float = 0.6  # turns inside a date range the query names
+    memory_time_weight: float = 0.6  # events and tasks dated inside a range the query names
     # The rules-written HyDE statement lowered recall at every weight tried, so it is
     # off: 0 skips its embedding and searches. A model-written one may earn a weight.
     hyde_memory_vector_weight: float = 0.0
@@ -148,6 +149,7 @@ class RecallSettings(Section, frozen=True):
     context_window: int = 2  # found turns this close in a session lift each other
     context_share: float = 0.3
     speaker_share: float = 0.5  # a turn said by the person the query names: lifted by this share
+    recent_share: float = 0.3  # "now", "latest": the newest evidence found is lifted by this share
     candidates_per_channel: int = 50
     # Rows acknowledged but not yet embedded (an ingest's turns get their vectors in
     # the background) that a recall embeds first, newest first, with the query: what

@@ -57,7 +57,8 @@ async def test_a_version_1_file_gains_the_sources_of_its_memories(tmp_path):
     conn = open_sync(tmp_path / "old.db", read_only=False)  # back to the version 1 layout
     conn.executescript(
         "DROP TRIGGER memory_sources_insert; DROP TRIGGER memory_sources_update;"
-        " DROP TRIGGER memory_sources_delete; DROP TABLE memory_sources; PRAGMA user_version = 1;"
+        " DROP TRIGGER memory_sources_delete; DROP TABLE memory_sources;"
+        " DROP INDEX memories_by_event_time; PRAGMA user_version = 1;"
     )
     conn.close()
 

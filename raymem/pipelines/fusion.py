@@ -186,6 +186,23 @@ def context_lifts(items: Sequence[Scored], window: int, share: float) -> list[fl
     return lifts
 
 
+def favour_recent(items: Sequence[Scored], analysis: Analysis, share: float) -> None:
+    """Lift newer evidence when the query asks about the present ("how many ... now?").
+
+    Each item gains ``share`` of its score times how recent its evidence is among
+    the items found (1 for the newest, 0 for the oldest), so of two statements of
+    the same thing the later one ranks higher.
+    """
+    if not analysis.asks_current or share <= 0 or len(items) < 2:
+        return
+    times = sorted({item.when for item in items})
+    if len(times) < 2:
+        return
+    position = {moment: index / (len(times) - 1) for index, moment in enumerate(times)}
+    for item in items:
+        item.parts["recent"] = item.score * share * position[item.when]
+
+
 def order(items: Sequence[Scored]) -> list[Scored]:
     """Best score first; equal scores: the more recent evidence first."""
     return sorted(items, key=lambda item: (item.score, item.when), reverse=True)

@@ -38,6 +38,7 @@ from raymem.pipelines.fusion import (
     Ranked,
     Scored,
     context_lifts,
+    favour_recent,
     favour_speakers,
     fuse,
     group_by_turn,
@@ -77,6 +78,7 @@ class Recaller:
             "message_fts": s.message_fts_weight,
             "message_vector": s.message_vector_weight,
             "message_time": s.message_time_weight,
+            "memory_time": s.memory_time_weight,
             "hyde_memory_vector": s.hyde_memory_vector_weight,
             "hyde_message_vector": s.hyde_message_vector_weight,
         }
@@ -131,6 +133,7 @@ class Recaller:
         fused = fuse({**text_rankings, **vector_rankings}, weights, self.settings.rrf_k)
         items = group_by_turn(await self._load(fused, request))
         favour_speakers(items, analysis, self.settings.speaker_share)
+        favour_recent(items, analysis, self.settings.recent_share)
         wanted = functools.partial(_memory_matches, request=request)
         items = apply_currency(items, self.store.search, wanted)
         items = await self._add_neighbours(items, request)
@@ -269,15 +272,34 @@ class Recaller:
         self, request: RecallRequest, analysis: Analysis
     ) -> dict[str, list[tuple[str, int]]]:
         memory_query = await self._budgeted_query("memories", analysis.fts_terms)
-        if memory_query is None:
-            return {}
-        seqs = self.store.search.memories_text(
-            memory_query,
-            limit=self._limit(request),
-            types=request.types,
-            session_id=request.session_id,
-        )
-        return {"memory_fts": [("memory", seq) for seq in seqs]}
+        limit = self._limit(request)
+        types, session_id = request.types, request.session_id
+        rankings: dict[str, list[tuple[str, int]]] = {}
+        if memory_query is not None:
+            seqs = self.store.search.memories_text(
+                memory_query, limit=limit, types=types, session_id=session_id
+            )
+            rankings["memory_fts"] = [("memory", seq) for seq in seqs]
+        dated: list[tuple[str, int]] = []
+        for period in analysis.time_ranges:
+            # Events and tasks dated in the period: those matching the query first.
+            days = (period.start.date().isoformat(), period.end.date().isoformat())
+            if memory_query is not None:
+                seqs = self.store.search.memories_text(
+                    memory_query,
+                    limit=limit,
+                    types=types,
+                    session_id=session_id,
+                    event_between=days,
+                )
+                dated.extend(("memory", seq) for seq in seqs)
+            seqs = self.store.search.memories_dated(
+                *days, limit=limit, types=types, session_id=session_id
+            )
+            dated.extend(("memory", seq) for seq in seqs)
+        if dated:
+            rankings["memory_time"] = list(dict.fromkeys(dated))[:limit]
+        return rankings
 
     async def _message_text_channels(
         self, request: RecallRequest, analysis: Analysis
@@ -285,24 +307,28 @@ class Recaller:
         if not _wants_messages(request):
             return {}
         message_query = await self._budgeted_query("messages", analysis.fts_terms)
-        if message_query is None:
-            return {}
         limit = self._limit(request)
-        seqs = self.store.search.messages_text(
-            message_query, limit=limit, session_id=request.session_id
-        )
-        rankings = {"message_fts": [("message", seq) for seq in seqs]}
+        rankings: dict[str, list[tuple[str, int]]] = {}
+        if message_query is not None:
+            seqs = self.store.search.messages_text(
+                message_query, limit=limit, session_id=request.session_id
+            )
+            rankings["message_fts"] = [("message", seq) for seq in seqs]
         in_range: list[tuple[str, int]] = []
         for period in analysis.time_ranges:
-            seqs = self.store.search.messages_text(
-                message_query,
-                limit=limit,
-                session_id=request.session_id,
-                between=(to_db_time(period.start), to_db_time(period.end)),
+            # Turns of the period that match the query first, then the rest of it, newest first.
+            between = (to_db_time(period.start), to_db_time(period.end))
+            if message_query is not None:
+                seqs = self.store.search.messages_text(
+                    message_query, limit=limit, session_id=request.session_id, between=between
+                )
+                in_range.extend(("message", seq) for seq in seqs)
+            seqs = self.store.search.messages_between(
+                *between, limit=limit, session_id=request.session_id
             )
             in_range.extend(("message", seq) for seq in seqs)
         if in_range:
-            rankings["message_time"] = list(dict.fromkeys(in_range))
+            rankings["message_time"] = list(dict.fromkeys(in_range))[:limit]
         return rankings
 
     def _limit(self, request: RecallRequest) -> int:

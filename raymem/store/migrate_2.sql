@@ -22,3 +22,6 @@ END;
 CREATE TRIGGER memory_sources_delete AFTER DELETE ON memories BEGIN
     DELETE FROM memory_sources WHERE memory_seq = old.seq;
 END;
+
+-- Events and tasks by the day they happen or are due, for questions that name a period.
+CREATE INDEX memories_by_event_time ON memories (event_time) WHERE event_time IS NOT NULL;

@@ -125,9 +125,16 @@ class Search:
         limit: int,
         types: Sequence[str] | None = None,
         session_id: str | None = None,
+        event_between: tuple[str, str] | None = None,
     ) -> list[int]:
-        """Seqs of current memories matching an FTS5 query, best BM25 first."""
+        """Seqs of current memories matching an FTS5 query, best BM25 first.
+
+        ``event_between``: only events and tasks dated in [start, end) (ISO dates).
+        """
         where, params = memory_filters(types, session_id, alias="t")
+        if event_between is not None:
+            where.append("t.event_time >= ? AND t.event_time < ?")
+            params.extend(event_between)
         keep = " AND ".join(where)
         # First the best few hundred by BM25 alone, then the filters on those.
         shortlist = max(SHORTLIST_PER_HIT * limit, SHORTLIST_MIN)
@@ -163,6 +170,23 @@ class Search:
         else:
             sql = _ranked_sql("messages", " AND ".join(where))
         return [row[0] for row in self._fetch(sql, [fts_query, *params, limit])]
+
+    def memories_dated(
+        self,
+        start: str,
+        end: str,
+        *,
+        limit: int,
+        types: Sequence[str] | None = None,
+        session_id: str | None = None,
+    ) -> list[int]:
+        """Seqs of current events and tasks dated in [start, end) (ISO dates), latest first."""
+        where, params = memory_filters(types, session_id, alias="t")
+        sql = (
+            f"SELECT t.seq FROM memories t WHERE t.event_time >= ? AND t.event_time < ?"
+            f" AND {' AND '.join(where)} ORDER BY t.event_time DESC, t.seq DESC LIMIT ?"
+        )
+        return [row[0] for row in self._fetch(sql, [start, end, *params, limit])]
 
     def messages_between(
         self, start: str, end: str, *, limit: int, session_id: str | None = None
