@@ -52,3 +52,15 @@ async def test_catch_up_can_be_turned_off(store, embed):
     await recaller.recall(RecallRequest(query="plants"))
 
     assert await store.reads.pending_vectors("message_vectors")
+
+
+async def test_an_appended_turn_is_acknowledged_with_its_vector(store, embed):
+    first = MessageIn(role="user", content="Which animals do you like?")
+    second = MessageIn(role="user", content="I'm drawn to turtles, honestly.")
+    await ingest_pipeline.append_turn(store, "chat", first, embed=embed)
+    stored = await ingest_pipeline.append_turn(store, "chat", second, embed=embed)
+
+    assert stored.content == second.content and stored.session_id == "chat"
+    assert await store.reads.pending_vectors("message_vectors") == []
+    again = await ingest_pipeline.append_turn(store, "chat", second, embed=embed)
+    assert again.id == stored.id  # content-addressed: the same turn once

@@ -42,12 +42,20 @@ from raymem.store import (
     utc_now,
 )
 from raymem.store import message_id as make_message_id
-from raymem.types import IngestResult, MemoryCounts, MemoryType, MessageCounts, MessageIn
+from raymem.types import (
+    IngestResult,
+    MemoryCounts,
+    MemoryType,
+    MessageCounts,
+    MessageIn,
+    StoredMessage,
+)
 
 __all__ = [
     "EmbedFn",
     "Reconciled",
     "TypePrototypes",
+    "append_turn",
     "build_messages",
     "consolidate_session",
     "extract_candidates",
@@ -319,6 +327,35 @@ async def _reconcile_and_write(
             if consolidated is not None:
                 await writer.end_session(session_id)
     return reconciled, stored
+
+
+#: Turns embedded with an appended one: it, and whatever else of the newest is still waiting.
+APPEND_VECTORS = 8
+
+
+async def append_turn(
+    store: ProfileStore, session_id: str, turn: MessageIn, *, embed: EmbedFn | None
+) -> StoredMessage:
+    """Append one turn to a session, with its vector before it is acknowledged.
+
+    A turn is content-addressed: appending the same one again changes nothing.
+    It is embedded with the start of the turns before it, as the background
+    vectoriser would, so the next recall finds it through every channel.
+    """
+    rows = build_messages(session_id, [turn])
+    async with store.write() as writer:
+        await writer.insert_messages(rows)
+    if embed is not None:
+        pending = await store.reads.pending_vectors(
+            "message_vectors", limit=APPEND_VECTORS, newest_first=True
+        )
+        if pending:
+            vectors = await embed([text for _, text in pending])
+            async with store.write() as writer:
+                await writer.set_vectors(
+                    "message_vectors", [(seq, vectors[i]) for i, (seq, _) in enumerate(pending)]
+                )
+    return await store.reads.message_by_id(rows[0].id)
 
 
 async def remember(

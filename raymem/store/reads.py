@@ -10,7 +10,7 @@ from typing import Any
 
 import aiosqlite
 
-from raymem.errors import MemoryNotFound, SessionNotFound
+from raymem.errors import MemoryNotFound, MessageNotFound, SessionNotFound
 from raymem.store.rows import (
     COUNTS_SQL,
     MEMORY_COLUMNS,
@@ -148,6 +148,19 @@ class Reads:
     async def existing_message_ids(self, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` are stored turns."""
         return await existing_message_ids(self._reader, ids)
+
+    async def message_by_id(self, message_id: str) -> StoredMessage:
+        """One stored turn.
+
+        Raises:
+            MessageNotFound: no turn has this id.
+        """
+        rows = await self._fetch(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,)
+        )
+        if not rows:
+            raise MessageNotFound(message_id)
+        return message_from_row(rows[0])
 
     async def session_messages(
         self, session_id: str, *, last: int | None = None, unextracted_only: bool = False
