@@ -128,6 +128,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for dia_id, text in texts.items():
                 baseline.add(dia_id, text)
             handle = client.get_profile(profile)
+            asked = asked_at(sessions(sample["conversation"]))
             for qa in sample["qa"][: args.limit_questions or None]:
                 relevant = evidence(qa, texts)
                 if not relevant:
@@ -135,7 +136,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     continue
                 category = str(qa["category"])
                 sent = time.perf_counter()
-                result = handle.recall(qa["question"], limit=args.recall_limit, synthesize=False)
+                result = handle.recall(
+                    qa["question"], limit=args.recall_limit, synthesize=False, as_of=asked
+                )
                 latency["client"].append((time.perf_counter() - sent) * 1000)
                 latency["server_total"].append(result.latency_ms["total"])
                 for stage, ms in result.latency_ms.items():
