@@ -151,6 +151,7 @@ class _Profile:
         session_id: str | None,
         synthesize: bool,
         include_messages: bool,
+        as_of: datetime | None,
     ) -> _Call[RecallResult]:
         body = _without_none(
             {
@@ -160,6 +161,7 @@ class _Profile:
                 "session_id": session_id,
                 "synthesize": synthesize,
                 "include_messages": include_messages,
+                "as_of": None if as_of is None else as_of.isoformat(),
             }
         )
         return _Call("POST", f"{self._base}/recall", RecallResult, body=body)
@@ -309,9 +311,14 @@ class Profile(_Profile):
         session_id: str | None = None,
         synthesize: bool = True,
         include_messages: bool = True,
+        as_of: datetime | None = None,
     ) -> RecallResult:
-        """What the profile knows about ``query``: an answer and the memories behind it."""
-        call = self._recall(query, limit, types, session_id, synthesize, include_messages)
+        """What the profile knows about ``query``: an answer and the memories behind it.
+
+        ``as_of``: "now" for the query's relative dates ("yesterday"); the server's clock
+        when not given.
+        """
+        call = self._recall(query, limit, types, session_id, synthesize, include_messages, as_of)
         return self._client._send(call)
 
     def list(
@@ -464,9 +471,14 @@ class AsyncProfile(_Profile):
         session_id: str | None = None,
         synthesize: bool = True,
         include_messages: bool = True,
+        as_of: datetime | None = None,
     ) -> RecallResult:
-        """What the profile knows about ``query``: an answer and the memories behind it."""
-        call = self._recall(query, limit, types, session_id, synthesize, include_messages)
+        """What the profile knows about ``query``: an answer and the memories behind it.
+
+        ``as_of``: "now" for the query's relative dates ("yesterday"); the server's clock
+        when not given.
+        """
+        call = self._recall(query, limit, types, session_id, synthesize, include_messages, as_of)
         return await self._client._send(call)
 
     async def list(

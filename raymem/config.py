@@ -135,10 +135,13 @@ class RecallSettings(Section, frozen=True):
     message_fts_weight: float = 1.0
     message_vector_weight: float = 1.0
     message_time_weight: float = 0.6  # turns inside a date range the query names
+    memory_time_weight: float = 0.6  # events and tasks dated inside a range the query names
     # The rules-written HyDE statement lowered recall at every weight tried, so it is
     # off: 0 skips its embedding and searches. A model-written one may earn a weight.
     hyde_memory_vector_weight: float = 0.0
     hyde_message_vector_weight: float = 0.0
+    model_hyde_weight: float = 0.5  # a model-written HyDE statement, when a model is configured
+    model_timeout_s: float = 5.0  # a model stage of recall slower than this falls back to rules
     neighbour_top: int = 3  # the strongest turns whose neighbours join the result
     neighbour_window: int = 2  # how many turns either side of a strong turn join it
     neighbour_share: float = 0.35  # a neighbour's score, as a share of its strong turn's
@@ -146,7 +149,12 @@ class RecallSettings(Section, frozen=True):
     context_window: int = 2  # found turns this close in a session lift each other
     context_share: float = 0.3
     speaker_share: float = 0.5  # a turn said by the person the query names: lifted by this share
+    recent_share: float = 0.3  # "now", "latest": the newest evidence found is lifted by this share
     candidates_per_channel: int = 50
+    # Rows acknowledged but not yet embedded (an ingest's turns get their vectors in
+    # the background) that a recall embeds first, newest first, with the query: what
+    # was just written is found by the vector channels too. 0: leave them to FTS.
+    catch_up_vectors: int = 64
     # A full-text channel leaves out the query's commonest terms once the rows they
     # match add up to more than this: such terms barely move BM25, yet they cost a
     # score per matching row (70 ms at 100K rows for two words found in every row).

@@ -1,6 +1,7 @@
 """Recall against real components: SQLite files with FTS5 and vec0, and the real embedding model."""
 
 import os
+import re
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -414,12 +415,19 @@ async def test_which_came_first(store, embed):
     )
 
 
-async def test_how_long_ago_counts_from_the_latest_conversation(store, embed):
+async def test_how_long_ago_counts_from_as_of_or_the_clock(store, embed):
     await dated_history(store)
+    question = "How many weeks ago did I run the Lisbon marathon?"
+    asked = datetime(2023, 6, 30, 9, tzinfo=UTC)  # 20 days after the marathon
 
-    result = await ask(store, embed, "How many weeks ago did I run the Lisbon marathon?")
+    dated = await ask(store, embed, question, as_of=asked)
+    undated = await ask(store, embed, question)
 
-    assert "2.9 weeks apart" in result.answer  # 20 days before the latest session
+    assert "2.9 weeks apart" in dated.answer
+    # "Now" is the clock, not the newest conversation: years after 2023 by now.
+    weeks = (datetime.now(UTC) - datetime(2023, 6, 10, tzinfo=UTC)).days / 7
+    found = re.search(r"([\d.]+) weeks apart", undated.answer)
+    assert found and abs(float(found.group(1)) - weeks) < 0.5, undated.answer
 
 
 async def test_result_shape_and_latency(store, embed):

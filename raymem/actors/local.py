@@ -2,6 +2,7 @@
 
 import uuid
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -68,12 +69,14 @@ class LocalProfile:
         session_id: str | None = None,
         synthesize: bool = True,
         include_messages: bool = True,
+        as_of: datetime | None = None,
     ) -> RecallResult:
         request = RecallRequest(
             query=query,
             limit=limit,
             types=types,
             session_id=session_id,
+            as_of=as_of,
             synthesize=synthesize,
             include_messages=include_messages,
         )

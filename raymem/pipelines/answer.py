@@ -9,14 +9,15 @@ best-supported sentences of the hits.
 
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import msgspec
 
 from raymem.pipelines.fusion import Scored
 from raymem.pipelines.language import split_sentences
 from raymem.pipelines.query import fts_query
-from raymem.pipelines.temporal import UNIT, UNIT_DAYS, time_ranges
+from raymem.pipelines.rules import is_informative
+from raymem.pipelines.temporal import UNIT, UNIT_DAYS, find_dates, time_ranges
 from raymem.store import ProfileStore
 
 # Questions that ask for date arithmetic.
@@ -30,10 +31,16 @@ AGO_DID = re.compile(
     rf"\bhow (?:many {UNIT} ago|long ago)\s+(?:did|was|were|had)\s+(.+?)\s*\??$", re.I
 )
 FIRST = re.compile(r"\b(?:first|earlier|before)\b[,:]?\s*(.+?)\s*,?\s+or\s+(.+?)\s*\??$", re.I)
-# The extractive answer: at most this many sentences, taken from the hits that score
-# at least this share of the best one, so a clear winner is not diluted by weaker ones.
-ANSWER_SENTENCES = 3
-ANSWER_SCORE_FLOOR = 0.5
+# The answer: at most this many lines (and characters), from the hits that score at
+# least this share of the best one, so a clear winner is not diluted by weaker ones.
+ANSWER_LINES = 3
+ANSWER_CHARS = 600
+ANSWER_SCORE_FLOOR = 0.6
+ANSWER_TURN_SENTENCES = 2  # a raw turn answers with at most this many of its sentences
+EVIDENCE_LINES = 8  # the hits a model answers from
+#: Channels through which words of the question found a hit.
+LEXICAL_CHANNELS = {"topic_key", "memory_fts", "message_fts", "message_time", "update"}
+ABSOLUTE_DATE = re.compile(r"\d{4}-\d{2}-\d{2}|.*\b(?:19|20)\d\d\b.*")
 
 
 class DatedEvent(msgspec.Struct, frozen=True):
@@ -79,7 +86,7 @@ async def date_facts(
         unit = (match.group(1) or "day").lower()
         event = await event_time(store, match.group(2), anchor, session_id)
         if event:
-            now = DatedEvent(phrase="the latest conversation", at=anchor)
+            now = DatedEvent(phrase="now", at=anchor)
             return [_span_fact(event, now, unit)]
     elif match := FIRST.search(query):
         first, second = [
@@ -104,33 +111,81 @@ def _day(moment: datetime) -> str:
     return f"{moment.day} {moment.strftime('%B %Y')}"
 
 
-def synthesize(query: str, items: Sequence[Scored], facts: Sequence[str]) -> str:
-    """The extractive answer: computed date facts first, then the best-supported sentences.
+def compose(
+    query: str,
+    items: Sequence[Scored],
+    facts: Sequence[str],
+    *,
+    max_lines: int = ANSWER_LINES,
+    max_chars: int = ANSWER_CHARS,
+) -> str:
+    """The answer without a model: computed date facts, then one line per current fact.
 
-    A "when" question also gets the date of its best hit, since the evidence
-    often says "yesterday" and only the message time says when that was.
+    The best hit always answers; a further hit joins only when it scores at least
+    ``ANSWER_SCORE_FLOOR`` of the best and some word of the question found it (a
+    hit that only the vectors found may merely be the nearest thing in a small
+    store). Stale turns never answer: their replacement ranks above them. A memory
+    is stated whole; a raw turn by its informative sentences (no questions, no
+    greetings). Relative dates are resolved in place: "next Friday (2026-03-06)".
     """
-    parts = list(facts)
-    if items and query.strip().lower().startswith("when") and not facts:
-        parts.append(f"({_day(items[0].when)})")
-    extract = _best_sentences(items)
-    if extract:
-        parts.append(extract)
-    return " ".join(parts)
+    lines = list(facts)
+    current = [item for item in items if not item.stale]
+    if current:
+        best = current[0].score
+        lines.append(_line(query, current[0]))
+        for item in current[1:]:
+            if len(lines) >= max_lines or item.score < best * ANSWER_SCORE_FLOOR:
+                break
+            if LEXICAL_CHANNELS & set(item.parts):
+                lines.append(_line(query, item))
+    return _fit([line for line in dict.fromkeys(lines) if line], max_chars)
 
 
-def _best_sentences(items: Sequence[Scored]) -> str:
-    """Distinct sentences of the best hits, in rank order, from the hits that score well."""
-    if not items:
-        return ""
-    best = items[0].score
-    picked: list[str] = []
-    for item in items:
-        if item.score < best * ANSWER_SCORE_FLOOR:
+def evidence_lines(query: str, items: Sequence[Scored], limit: int = EVIDENCE_LINES) -> list[str]:
+    """The current hits as dated lines, best first, for a model to answer from."""
+    return [_line(query, item) for item in items if not item.stale][:limit]
+
+
+def _line(query: str, item: Scored) -> str:
+    """One hit as an answer line, its relative dates resolved against when it was said."""
+    if item.memory is not None:
+        text = item.memory.content
+    else:
+        sentences = [s for s in split_sentences(item.content) if is_informative(s)]
+        text = " ".join(sentences[:ANSWER_TURN_SENTENCES]) or item.content.strip()
+    memory = item.memory
+    said = item.when.astimezone(UTC).date()
+    dated = annotate_dates(text, said, future=memory is not None and memory.type == "task")
+    if dated != text:
+        return dated.strip()
+    if memory is not None and memory.type in ("event", "task") and memory.event_time:
+        return f"{text.rstrip()} ({memory.event_time[:10]})"
+    if query.strip().lower().startswith("when") and not find_dates(text, said):
+        return f"{text.rstrip()} ({said.isoformat()})"  # only the message time says when
+    return text.strip()
+
+
+def annotate_dates(text: str, said: date, *, future: bool = False) -> str:
+    """``text`` with each relative date followed by the day it denotes: "yesterday (2026-03-09)"."""
+    out, last = [], 0
+    for found in find_dates(text, said, future=future):
+        if ABSOLUTE_DATE.fullmatch(found.phrase.strip()):
+            continue  # "2026-03-06" or "6 March 2026" needs no gloss
+        out.append(text[last : found.end])
+        out.append(f" ({found.day.isoformat()})")
+        last = found.end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _fit(lines: Sequence[str], max_chars: int) -> str:
+    """The lines, one per line, within ``max_chars`` (a line that does not fit is cut)."""
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        room = max_chars - used - (1 if kept else 0)
+        if room <= 0:
             break
-        for sentence in split_sentences(item.content):
-            if sentence not in picked:
-                picked.append(sentence)
-            if len(picked) == ANSWER_SENTENCES:
-                return " ".join(picked)
-    return " ".join(picked)
+        kept.append(line if len(line) <= room else line[: max(room - 1, 0)].rstrip() + "…")
+        used += len(kept[-1]) + (1 if len(kept) > 1 else 0)
+    return "\n".join(kept)

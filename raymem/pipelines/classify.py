@@ -191,6 +191,9 @@ def classify_item(
     if memory_type == "event":
         # An event with no date phrase is dated by the turn that reports it.
         event_time = (item.event_time or message_date or "")[:10] or None
+    elif memory_type == "task":
+        event_time = (item.event_time or "")[:10] or None  # when it is due, if it says
+
     questions = [q.strip() for q in item.questions if q.strip().endswith("?")]
     questions = list(dict.fromkeys(questions))[: rules.MAX_QUESTIONS]
     if len(questions) < rules.MIN_QUESTIONS:

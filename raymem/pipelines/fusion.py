@@ -53,6 +53,9 @@ class Scored(msgspec.Struct):
     message: StoredMessage | None = None
     message_seq: int | None = None  # of the message, or of the turn a memory came from
     turn_at: datetime | None = None  # message time of the evidence turn, once known
+    stale: bool = False  # a turn whose memories were all replaced (see ``currency``)
+    replaced_by: str | None = None  # the memory that holds now what a stale turn said
+    currency_checked: bool = False
 
     @property
     def score(self) -> float:
@@ -181,6 +184,23 @@ def context_lifts(items: Sequence[Scored], window: int, share: float) -> list[fl
             for distance in range(1, window + 1)
         )
     return lifts
+
+
+def favour_recent(items: Sequence[Scored], analysis: Analysis, share: float) -> None:
+    """Lift newer evidence when the query asks about the present ("how many ... now?").
+
+    Each item gains ``share`` of its score times how recent its evidence is among
+    the items found (1 for the newest, 0 for the oldest), so of two statements of
+    the same thing the later one ranks higher.
+    """
+    if not analysis.asks_current or share <= 0 or len(items) < 2:
+        return
+    times = sorted({item.when for item in items})
+    if len(times) < 2:
+        return
+    position = {moment: index / (len(times) - 1) for index, moment in enumerate(times)}
+    for item in items:
+        item.parts["recent"] = item.score * share * position[item.when]
 
 
 def order(items: Sequence[Scored]) -> list[Scored]:

@@ -20,7 +20,7 @@ import msgspec
 from raymem.config import ModelSettings
 from raymem.models.chat import ChatMessage, ChatModel, MalformedAnswer, make_chat_model
 from raymem.pipelines import rules
-from raymem.pipelines.language import WORD, content_words
+from raymem.pipelines.language import WORD, content_words, split_speaker
 from raymem.pipelines.types import Action, Chunk, Decision, Extracted, Focus, Line, Neighbour
 
 # The rules generator's scores: an item of the detail pass quotes a concrete value
@@ -33,6 +33,11 @@ DETAIL_IMPORTANCE_BONUS = 0.1
 # alike, yet say different things).
 DUPLICATE_SIMILARITY = 0.95
 DUPLICATE_WORD_OVERLAP = 0.9
+# A new state of the speaker replaces an older one at least this similar ("I'm fully
+# vegan now" and "I'm vegetarian, so no meat for me": 0.61; "I'm married now" and
+# "I'm single": 0.58; unrelated states such as "I'm really tired now" and "I'm so
+# happy with my new job": 0.22).
+STATE_UPDATE_SIMILARITY = 0.55
 # Answer lengths: an extraction of about 20 memories with their questions (models.
 # generator_max_tokens configures it), and a decision, one short JSON object
 # ({"decision": "supersede", "target": "<32 hex digits>"}).
@@ -90,7 +95,9 @@ def decide_by_rules(content: str, neighbours: Sequence[Neighbour]) -> Decision:
 
     Near-identical means a very high similarity or word overlap *and* the same
     concrete values: "room 14" and "room 15" embed almost alike, yet say different
-    things.
+    things. The same attribute: the same topic key (of the same speaker), or a new
+    state of the speaker ("I'm fully vegan now") close to an older one ("I'm
+    vegetarian"): see ``rules.updates_state``.
 
     Args:
         content: the new memory's text.
@@ -98,7 +105,7 @@ def decide_by_rules(content: str, neighbours: Sequence[Neighbour]) -> Decision:
     """
     words = set(content_words(content))
     values = {v.lower() for v in rules.concrete_values(content)}
-    key = rules.topic_key_for(content, "fact")
+    key = _speaker_key(content)
     for neighbour in neighbours:
         other = set(content_words(neighbour.content))
         overlap = len(words & other) / max(1, len(words | other))
@@ -107,10 +114,21 @@ def decide_by_rules(content: str, neighbours: Sequence[Neighbour]) -> Decision:
         if same_values and near:
             return Decision(action="duplicate", target=neighbour.id)
     for neighbour in neighbours:
-        other_key = neighbour.topic_key or rules.topic_key_for(neighbour.content, "fact")
+        other_key = neighbour.topic_key or _speaker_key(neighbour.content)
         if key is not None and key == other_key:
             return Decision(action="supersede", target=neighbour.id)
+    for neighbour in neighbours:
+        if neighbour.similarity >= STATE_UPDATE_SIMILARITY and rules.updates_state(
+            content, neighbour.content
+        ):
+            return Decision(action="supersede", target=neighbour.id)
     return Decision(action="add")
+
+
+def _speaker_key(content: str) -> str | None:
+    """The fact key of a statement, about whoever says it ("Caroline: I live in ...")."""
+    speaker, text = split_speaker(content)
+    return rules.topic_key_for(text, "fact", subject=rules.subject_key(speaker))
 
 
 class RulesGenerator:
@@ -244,6 +262,11 @@ class LLMGenerator:
         self.name = name
         self._chat = chat
         self._max_tokens = max_tokens
+
+    @property
+    def chat(self) -> ChatModel:
+        """The chat model behind it (recall asks it too: ``recall_model``)."""
+        return self._chat
 
     async def extract(self, chunk: Chunk, *, focus: Focus = "full") -> list[Extracted]:
         """Items the model proposes for a chunk.

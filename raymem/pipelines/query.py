@@ -116,6 +116,7 @@ class Analysis(msgspec.Struct):
     time_ranges: list[TimeRange] = []
     names: list[str] = []  # people the query names, lower case: their own turns are favoured
     asks_assistant: bool = False  # "what did you recommend": the assistant's turns are favoured
+    asks_current: bool = False  # "now", "currently", "most recently": newer evidence is favoured
 
 
 def expand_terms(words: Sequence[str]) -> list[str]:
@@ -252,12 +253,27 @@ def query_names(query: str) -> list[str]:
     return names
 
 
+# A question about the present state, or the latest of several: newer evidence answers it.
+ASKS_CURRENT = re.compile(
+    r"\b(?:now|currently|current|these days|at the moment|still|latest|most recent(?:ly)?|"
+    r"lately|anymore|any more|so far|up to now|by now)\b",
+    re.IGNORECASE,
+)
+
+
+def widen(analysis: Analysis, terms: Sequence[str]) -> Analysis:
+    """``analysis`` with more full-text terms (a model's synonyms), after the query's own."""
+    extra = [phrase for term in terms for phrase in fts_terms(term)]
+    merged = list(dict.fromkeys([*analysis.fts_terms, *extra]))[:MAX_TERMS]
+    return msgspec.structs.replace(analysis, fts_terms=merged)
+
+
 def analyse(query: str, anchor: datetime | None = None) -> Analysis:
     """Everything the channels need from the query, computed without a model.
 
     Args:
         query: the question.
-        anchor: "now" for the relative dates it names (the profile's latest activity).
+        anchor: "now" for the relative dates it names (the request's ``as_of``, or the clock).
     """
     return Analysis(
         fts_terms=fts_terms(query),
@@ -266,4 +282,5 @@ def analyse(query: str, anchor: datetime | None = None) -> Analysis:
         time_ranges=time_ranges(query, anchor or utc_now()),
         names=query_names(query),
         asks_assistant=bool(ASKS_ASSISTANT.search(query)),
+        asks_current=bool(ASKS_CURRENT.search(query)),
     )

@@ -21,6 +21,7 @@ The pipeline:
 """
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -30,17 +31,21 @@ import msgspec
 import numpy as np
 
 from raymem.config import RecallSettings
-from raymem.pipelines.answer import date_facts, synthesize
+from raymem.models.chat import ChatModel
+from raymem.pipelines.answer import compose, date_facts, evidence_lines
+from raymem.pipelines.currency import apply_currency
 from raymem.pipelines.fusion import (
     Ranked,
     Scored,
     context_lifts,
+    favour_recent,
     favour_speakers,
     fuse,
     group_by_turn,
     order,
 )
-from raymem.pipelines.query import Analysis, analyse, within_budget
+from raymem.pipelines.query import Analysis, analyse, widen, within_budget
+from raymem.pipelines.recall_model import QueryExpansion, answer_question, expand_query
 from raymem.store import ProfileStore, to_db_time, utc_now
 from raymem.types import Memory, RecallHit, RecallRequest, RecallResult
 
@@ -53,11 +58,16 @@ class Recaller:
     """Runs recall over one store; the profile actor keeps one."""
 
     def __init__(
-        self, store: ProfileStore, settings: RecallSettings, embed: EmbedFn | None
+        self,
+        store: ProfileStore,
+        settings: RecallSettings,
+        embed: EmbedFn | None,
+        chat: ChatModel | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self.embed = embed
+        self.chat = chat  # a configured model: query expansion, HyDE and the answer
 
     def weights(self) -> dict[str, float]:
         s = self.settings
@@ -68,6 +78,7 @@ class Recaller:
             "message_fts": s.message_fts_weight,
             "message_vector": s.message_vector_weight,
             "message_time": s.message_time_weight,
+            "memory_time": s.memory_time_weight,
             "hyde_memory_vector": s.hyde_memory_vector_weight,
             "hyde_message_vector": s.hyde_message_vector_weight,
         }
@@ -83,20 +94,32 @@ class Recaller:
                 (benchmarks embed their questions once); None embeds it here.
         """
         timings: dict[str, float] = {}
+        generated_by = {"analysis": "rules", "answer": "rules"}
         started = time.perf_counter()
-        anchor = self.store.search.latest_activity() or utc_now()
+        anchor = request.as_of or utc_now()  # "now" for relative dates: never the data's own
+        expanding = (
+            asyncio.ensure_future(self._expand(request.query, generated_by)) if self.chat else None
+        )
         analysis = analyse(request.query, anchor)
-        timings["analyse"] = _ms(started)
-
         weights = self.weights()
         hyde = (
             analysis.hyde
             if weights["hyde_memory_vector"] or weights["hyde_message_vector"]
             else None
         )
+        expansion = await expanding if expanding is not None else None
+        if expansion is not None:
+            analysis = widen(analysis, expansion.terms)
+            if expansion.statement:
+                hyde = expansion.statement
+                weights["hyde_memory_vector"] = weights["hyde_message_vector"] = (
+                    self.settings.model_hyde_weight
+                )
+        timings["analyse"] = _ms(started)
         # The query is embedded by the model pool while the text channels run here.
+        backlog = await self._vector_backlog(query_vector)
         embed_task = asyncio.ensure_future(
-            self._embed_query(request.query, hyde, query_vector, timings)
+            self._embed_query(request.query, hyde, query_vector, backlog, timings)
         )
         try:
             await asyncio.sleep(0)  # the embedding request leaves before the text channels run
@@ -110,7 +133,11 @@ class Recaller:
         fused = fuse({**text_rankings, **vector_rankings}, weights, self.settings.rrf_k)
         items = group_by_turn(await self._load(fused, request))
         favour_speakers(items, analysis, self.settings.speaker_share)
+        favour_recent(items, analysis, self.settings.recent_share)
+        wanted = functools.partial(_memory_matches, request=request)
+        items = apply_currency(items, self.store.search, wanted)
         items = await self._add_neighbours(items, request)
+        items = apply_currency(items, self.store.search, wanted)  # the neighbours just added
         items = order(items)[: request.limit]
         hits = [_hit(item) for item in items]
         timings["fuse"] = _ms(fuse_started)
@@ -119,7 +146,10 @@ class Recaller:
         answer = ""
         if request.synthesize:
             facts = await date_facts(self.store, request.query, anchor, request.session_id)
-            answer = synthesize(request.query, items, facts)
+            answer = compose(request.query, items, facts)
+            if self.chat is not None:
+                lines = [*facts, *evidence_lines(request.query, items)]
+                answer = await self._model_answer(request.query, lines, answer, generated_by)
         timings["synthesize"] = _ms(synth_started)
         timings["total"] = _ms(started)
         channels = sorted({c for hit in hits for c in hit.channels})
@@ -128,29 +158,93 @@ class Recaller:
             memories=hits,
             method="hybrid:" + "+".join(channels) if channels else "hybrid",
             latency_ms=timings,
+            generated_by=generated_by,
         )
+
+    async def _expand(self, query: str, generated_by: dict[str, str]) -> QueryExpansion | None:
+        """The model's wider query, or None (and why, in ``generated_by``) when it fails."""
+        assert self.chat is not None
+        try:
+            expansion = await expand_query(
+                self.chat, query, timeout_s=self.settings.model_timeout_s
+            )
+        except Exception as exc:  # a model stage is best effort: the rules' analysis stands
+            log.warning("query expansion by the model failed, using rules: %r", exc)
+            generated_by["analysis"] = f"rules (model failed: {type(exc).__name__})"
+            return None
+        generated_by["analysis"] = "rules+model"
+        return expansion
+
+    async def _model_answer(
+        self, query: str, lines: list[str], fallback: str, generated_by: dict[str, str]
+    ) -> str:
+        """The model's answer from the ranked current facts, or ``fallback`` when it fails."""
+        assert self.chat is not None
+        try:
+            answer = await answer_question(
+                self.chat, query, lines, timeout_s=self.settings.model_timeout_s
+            )
+        except Exception as exc:  # best effort: the composed answer stands
+            log.warning("the model could not answer, using rules: %r", exc)
+            generated_by["answer"] = f"rules (model failed: {type(exc).__name__})"
+            return fallback
+        generated_by["answer"] = "model"
+        return answer
+
+    async def _vector_backlog(self, given: np.ndarray | None) -> list[tuple[str, int, str]]:
+        """Rows written but not yet embedded, newest first: (table, seq, text to embed).
+
+        Memories are written with their vectors; an ingest's turns get theirs in the
+        background. A recall right after the ingest embeds the newest of them (up
+        to ``catch_up_vectors``) in the same model call as the query, so what was
+        acknowledged is found by the vector channels too (read-your-writes). With
+        no backlog this costs one indexed lookup.
+        """
+        cap = self.settings.catch_up_vectors
+        if self.embed is None or given is not None or cap <= 0:
+            return []
+        if not self.store.search.has_pending_vectors():
+            return []
+        backlog = []
+        for table in ("memory_vectors", "message_vectors"):
+            pending = await self.store.reads.pending_vectors(table, limit=cap, newest_first=True)
+            backlog += [(table, seq, text) for seq, text in pending]
+        return backlog[:cap]
 
     async def _embed_query(
         self,
         query: str,
         hyde: str | None,
         given: np.ndarray | None,
+        backlog: Sequence[tuple[str, int, str]],
         timings: dict[str, float],
     ) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """Vectors of the query and the HyDE statement, one model call; (None, None) on failure."""
+        """Vectors of the query and the HyDE statement, one model call; (None, None) on failure.
+
+        The same call embeds the ``backlog``, whose vectors are stored before it returns.
+        """
         texts = ([] if given is not None else [query]) + ([hyde] if hyde else [])
         if self.embed is None or not texts:
             return given, None
         started = time.perf_counter()
         try:
-            vectors = await self.embed(texts)
+            vectors = await self.embed(texts + [text for _, _, text in backlog])
         except Exception:  # a failed model stage degrades to the text channels
             log.exception("query embedding failed; recalling without vectors")
             return given, None
         finally:
             timings["embed"] = _ms(started)
+        if backlog:
+            caught_up = vectors[len(texts) :]
+            async with self.store.write() as writer:
+                for table in ("memory_vectors", "message_vectors"):
+                    rows = [
+                        (seq, caught_up[i]) for i, (t, seq, _) in enumerate(backlog) if t == table
+                    ]
+                    if rows:
+                        await writer.set_vectors(table, rows)
         query_vec = given if given is not None else vectors[0]
-        return query_vec, (vectors[-1] if hyde else None)
+        return query_vec, (vectors[len(texts) - 1] if hyde else None)
 
     async def _text_channels(
         self, request: RecallRequest, analysis: Analysis, timings: dict[str, float]
@@ -178,15 +272,34 @@ class Recaller:
         self, request: RecallRequest, analysis: Analysis
     ) -> dict[str, list[tuple[str, int]]]:
         memory_query = await self._budgeted_query("memories", analysis.fts_terms)
-        if memory_query is None:
-            return {}
-        seqs = self.store.search.memories_text(
-            memory_query,
-            limit=self._limit(request),
-            types=request.types,
-            session_id=request.session_id,
-        )
-        return {"memory_fts": [("memory", seq) for seq in seqs]}
+        limit = self._limit(request)
+        types, session_id = request.types, request.session_id
+        rankings: dict[str, list[tuple[str, int]]] = {}
+        if memory_query is not None:
+            seqs = self.store.search.memories_text(
+                memory_query, limit=limit, types=types, session_id=session_id
+            )
+            rankings["memory_fts"] = [("memory", seq) for seq in seqs]
+        dated: list[tuple[str, int]] = []
+        for period in analysis.time_ranges:
+            # Events and tasks dated in the period: those matching the query first.
+            days = (period.start.date().isoformat(), period.end.date().isoformat())
+            if memory_query is not None:
+                seqs = self.store.search.memories_text(
+                    memory_query,
+                    limit=limit,
+                    types=types,
+                    session_id=session_id,
+                    event_between=days,
+                )
+                dated.extend(("memory", seq) for seq in seqs)
+            seqs = self.store.search.memories_dated(
+                *days, limit=limit, types=types, session_id=session_id
+            )
+            dated.extend(("memory", seq) for seq in seqs)
+        if dated:
+            rankings["memory_time"] = list(dict.fromkeys(dated))[:limit]
+        return rankings
 
     async def _message_text_channels(
         self, request: RecallRequest, analysis: Analysis
@@ -194,24 +307,28 @@ class Recaller:
         if not _wants_messages(request):
             return {}
         message_query = await self._budgeted_query("messages", analysis.fts_terms)
-        if message_query is None:
-            return {}
         limit = self._limit(request)
-        seqs = self.store.search.messages_text(
-            message_query, limit=limit, session_id=request.session_id
-        )
-        rankings = {"message_fts": [("message", seq) for seq in seqs]}
+        rankings: dict[str, list[tuple[str, int]]] = {}
+        if message_query is not None:
+            seqs = self.store.search.messages_text(
+                message_query, limit=limit, session_id=request.session_id
+            )
+            rankings["message_fts"] = [("message", seq) for seq in seqs]
         in_range: list[tuple[str, int]] = []
         for period in analysis.time_ranges:
-            seqs = self.store.search.messages_text(
-                message_query,
-                limit=limit,
-                session_id=request.session_id,
-                between=(to_db_time(period.start), to_db_time(period.end)),
+            # Turns of the period that match the query first, then the rest of it, newest first.
+            between = (to_db_time(period.start), to_db_time(period.end))
+            if message_query is not None:
+                seqs = self.store.search.messages_text(
+                    message_query, limit=limit, session_id=request.session_id, between=between
+                )
+                in_range.extend(("message", seq) for seq in seqs)
+            seqs = self.store.search.messages_between(
+                *between, limit=limit, session_id=request.session_id
             )
             in_range.extend(("message", seq) for seq in seqs)
         if in_range:
-            rankings["message_time"] = list(dict.fromkeys(in_range))
+            rankings["message_time"] = list(dict.fromkeys(in_range))[:limit]
         return rankings
 
     def _limit(self, request: RecallRequest) -> int:
@@ -254,7 +371,7 @@ class Recaller:
         for candidate in fused:
             if candidate.kind == "memory":
                 memory, turn_seq, turn_at = memories.get(candidate.seq, (None, None, None))
-                if memory is not None and _memory_matches(memory, request):
+                if memory is not None and _memory_matches(memory, request=request):
                     items.append(
                         Scored(
                             dict(candidate.parts),
@@ -278,9 +395,10 @@ class Recaller:
         if not _wants_messages(request) or not items:
             return items
         lifts = context_lifts(items, self.settings.context_window, self.settings.context_share)
-        top = sorted(items, key=lambda item: item.score, reverse=True)[
-            : self.settings.neighbour_top
-        ]
+        # A stale turn's neighbours talk about what no longer holds: it lifts none.
+        top = sorted(
+            (item for item in items if not item.stale), key=lambda item: item.score, reverse=True
+        )[: self.settings.neighbour_top]
         parents = {item.message_seq: item for item in top if item.message_seq is not None}
         adjacent = self.store.search.adjacent_messages(
             list(parents), window=self.settings.neighbour_window
@@ -315,7 +433,7 @@ def _wants_messages(request: RecallRequest) -> bool:
     return request.include_messages and not request.types
 
 
-def _memory_matches(memory: Memory, request: RecallRequest) -> bool:
+def _memory_matches(memory: Memory, *, request: RecallRequest) -> bool:
     if memory.superseded_by is not None or memory.forgotten_at is not None:
         return False
     if request.types and memory.type not in request.types:
@@ -336,9 +454,11 @@ def _hit(item: Scored) -> RecallHit:
         session_id=message.session_id,
         source_message_ids=[message.id],
         created_at=message.created_at,
+        superseded_by=item.replaced_by,
         role=message.role,
         score=round(item.score, 6),
         channels=item.channels,
+        stale=item.stale,
     )
 
 

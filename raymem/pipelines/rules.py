@@ -9,7 +9,8 @@ install extracts with these alone; with a model they fill in what it left out.
 
 import re
 
-from raymem.pipelines.language import STATEMENT_STOPWORDS, WORD, content_words
+from raymem.pipelines.language import STATEMENT_STOPWORDS, WORD, content_words, split_speaker
+from raymem.pipelines.topic_keys import general_topic_key
 from raymem.types import MemoryType
 
 # Fewer words than this: a fragment or a greeting ("Sounds good.", "Thanks a lot!").
@@ -105,13 +106,43 @@ PERSONAL_ATTRIBUTES = [
         ),
         "user.location",
     ),
-    (re.compile(r"\b(i work (at|for)|my employer is|i joined|works at)\b", re.I), "user.employer"),
+    (re.compile(r"\b(i work (at|for)|my employer is|works (at|for))\b", re.I), "user.employer"),
     (re.compile(r"\b(my name is|call me)\b", re.I), "user.name"),
     (re.compile(r"\b(my birthday is|i was born on)\b", re.I), "user.birthday"),
     (re.compile(r"\b(i'm allergic to|i am allergic to)\b", re.I), "user.allergies"),
     (re.compile(r"\b(my (time ?zone|timezone) is)\b", re.I), "user.timezone"),
 ]
-MY_ATTRIBUTE = re.compile(r"\bmy (favou?rite [a-z]+|[a-z]+) (is|are)\b", re.I)
+# "My phone number is 555-0100", "my daughter's name is Lila", "my favourite band is ...":
+# an attribute of the speaker and its value. Only a favourite, or a value that is a
+# concrete thing (a number, a name, a title), makes it an attribute that holds one value:
+# "my family is my motivation" is not one.
+MY_ATTRIBUTE = re.compile(
+    r"\bmy ((?:[a-z]+ ){0,2}?[a-z]+(?:['’]s [a-z]+)?) (?:is|are)\b(.*)", re.IGNORECASE
+)
+ATTRIBUTE_QUALIFIERS = {"new", "current", "old", "latest", "present", "actual", "real"}
+# Names in the lexicon that are also everyday words ("let's go", "a black cat"): in a
+# fact they count only when written as a name, or in an instruction.
+AMBIGUOUS_NAMES = {
+    "go",
+    "rust",
+    "java",
+    "black",
+    "arch",
+    "fish",
+    "cursor",
+    "bun",
+    "uv",
+    "tabs",
+    "spaces",
+    "windows",
+}
+# A fact names a tool as one the speaker uses or prefers, not in passing.
+USAGE = re.compile(
+    r"\b(use[sd]?|using|prefer(?:s|red)?|switch(?:ed|ing)?|moved to|love|like|write|writing|"
+    r"code|coding|program(?:ming)?|run(?:s|ning)?|install(?:ed)?|develop(?:ing)?|work(?:s|ing)? "
+    r"(?:in|with)|on)\b",
+    re.IGNORECASE,
+)
 
 
 # A sentence about someone in the third person: "User lives in ...", "Mia plays ...".
@@ -160,12 +191,32 @@ def is_informative(sentence: str) -> bool:
     return len(content_words(sentence)) >= MIN_CONTENT_WORDS
 
 
-def _category_of(sentence: str) -> str | None:
+def _category_of(sentence: str, memory_type: str = "instruction") -> str | None:
+    """The preference category a sentence names a tool of, if it states a use or preference."""
+    if memory_type != "instruction" and not USAGE.search(sentence):
+        return None
     lowered = sentence.lower()
     for category, pattern in _CATEGORY_PATTERNS.items():
-        if pattern.search(lowered):
+        for match in pattern.finditer(lowered):
+            name = match.group(1)
+            written = sentence[match.start(1) : match.end(1)]
+            if name in AMBIGUOUS_NAMES and memory_type != "instruction" and written.islower():
+                continue
             return category
     return None
+
+
+def _my_attribute(sentence: str) -> str | None:
+    """The attribute of "my <attribute> is <value>", when the value is a concrete thing."""
+    match = MY_ATTRIBUTE.search(sentence)
+    if match is None:
+        return None
+    words = [w for w in match.group(1).lower().split() if w not in ATTRIBUTE_QUALIFIERS]
+    if not words:
+        return None
+    if not words[0].startswith(("favourite", "favorite")) and not concrete_values(match.group(2)):
+        return None
+    return _slug(" ".join(words))
 
 
 def _slug(text: str) -> str:
@@ -193,7 +244,12 @@ def subject_of(sentence: str, default: str = "user") -> str:
 
 
 def topic_key_for(sentence: str, memory_type: str, *, subject: str = "user") -> str | None:
-    """A normalised subject.attribute key for preferences and personal attributes.
+    """A normalised subject.attribute key: a statement with the same key replaces this one.
+
+    Personal attributes (where one lives, works, ...), the tool a preference is about
+    (package manager, editor, ...) and "my X is <value>" come first; any other
+    instruction or first-person fact is keyed by its subject and predicate
+    (``topic_keys.general_topic_key``).
 
     Args:
         sentence: the memory's text.
@@ -205,13 +261,40 @@ def topic_key_for(sentence: str, memory_type: str, *, subject: str = "user") -> 
     for pattern, key in PERSONAL_ATTRIBUTES:
         if pattern.search(sentence):
             return f"{subject_of(sentence, subject)}.{key.split('.', 1)[1]}"
-    category = _category_of(sentence)
+    category = _category_of(sentence, memory_type)
     if category is not None:
         return f"{subject}.{category}"
-    match = MY_ATTRIBUTE.search(sentence)
-    if match:
-        return f"{subject}.{_slug(match.group(1))}"
-    return None
+    attribute = _my_attribute(sentence)
+    if attribute:
+        return f"{subject}.{attribute}"
+    return general_topic_key(sentence, memory_type, subject=subject)
+
+
+# A statement of the speaker's state ("I'm vegetarian", "we are on call"), not of what
+# they are doing ("I'm painting ..."): what it says of them holds until a new one.
+STATE = re.compile(r"^(?:i|we)(?:['’](?:m|re)| am| are)\s+(?!\w+ing\b)", re.IGNORECASE)
+# Words that mark a statement as replacing an earlier one.
+UPDATE_MARKER = re.compile(
+    r"\b(?:now|anymore|any more|no longer|these days|nowadays|since then|from now on|switched)\b",
+    re.IGNORECASE,
+)
+
+
+def updates_state(new: str, old: str) -> bool:
+    """Whether ``new`` states, as an update, the same speaker's state that ``old`` stated.
+
+    "I'm fully vegan now" updates "I'm vegetarian"; whether the two are about the
+    same state is left to their similarity (``decide_by_rules``).
+    """
+    new_speaker, new_text = split_speaker(new)
+    old_speaker, old_text = split_speaker(old)
+    if new_speaker != old_speaker or new_text.rstrip().endswith("?"):
+        return False
+    return bool(
+        UPDATE_MARKER.search(new_text)
+        and STATE.match(new_text.strip())
+        and STATE.match(old_text.strip())
+    )
 
 
 def normalise_topic_key(key: str | None, *, subject: str = "user") -> str | None:

@@ -131,6 +131,7 @@ def check_recall_limits(body: RecallRequest, limits: LimitSettings) -> None:
     if not body.query.strip():
         raise InvalidRequest("Query must not be blank - at `$.query`")
     check_limit(body.limit, limits)
+    check_time(body.as_of, "$.as_of")
 
 
 def check_limit(limit: int, limits: LimitSettings) -> None:

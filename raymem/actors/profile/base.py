@@ -36,7 +36,7 @@ from raymem.actors.pools import EMBEDDER_DEPLOYMENT, GENERATOR_DEPLOYMENT, pool_
 from raymem.config import Settings
 from raymem.errors import ProfileClosing
 from raymem.pipelines.classify import TypePrototypes
-from raymem.pipelines.generators import Generator, make_generator
+from raymem.pipelines.generators import Generator, LLMGenerator, make_generator
 from raymem.pipelines.recall import Recaller
 from raymem.store import ProfileStore, to_db_time, utc_now
 from raymem.types import ProfileInfo
@@ -139,7 +139,8 @@ class ProfileBase:
             info = await self._embedder.info.remote()
             store = await self._durability.open(self.path, dim=info["dim"], embedder=info["name"])
             self._generator = self._make_generator()
-            self._recaller = Recaller(store, self.settings.recall, self._embed)
+            chat = self._generator.chat if isinstance(self._generator, LLMGenerator) else None
+            self._recaller = Recaller(store, self.settings.recall, self._embed, chat)
             self._store = store
             self._live = live_profiles(self.settings.namespace, self.settings.profiles.max_live)
             await self._report_counts()  # listed, and known to exist, before the first answer

@@ -18,14 +18,12 @@ from raymem.types import (
 class SessionOperations(ProfileBase):
     @entry
     async def append_message(self, session_id: str, request: AppendRequest) -> StoredMessage:
-        store = self._open_store
         turn = MessageIn(role=request.role, content=request.content, created_at=request.created_at)
-        rows = ingest_pipeline.build_messages(session_id, [turn])
-        async with store.write() as writer:
-            await writer.insert_messages(rows)  # content-addressed: a repeat is a no-op
+        stored = await ingest_pipeline.append_turn(
+            self._open_store, session_id, turn, embed=self._embed
+        )
         await self._after_write()
-        page = await store.reads.session_messages(session_id)
-        return next(message for _, message in page if message.id == rows[0].id)
+        return stored
 
     @entry
     async def last_messages(self, session_id: str, last: int | None) -> MessageList:
