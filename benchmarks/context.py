@@ -43,8 +43,8 @@ from raymem.pipelines.context.assemble import assemble, block_limits
 from raymem.pipelines.ingest import ingest
 from raymem.pipelines.recall import Recaller
 from raymem.store import ProfileStore, blocks, work
-from raymem.store import episodes as episode_store
 from raymem.store.refs import parse_ref
+from raymem.store.schema import VECTOR_SOURCES
 from raymem.types import MessageIn, RecallRequest
 from raymem.types_context import ContextRequest, WorkItemOpen, WorkItemUpdate
 
@@ -60,13 +60,9 @@ LIVE_TURNS = 50  # turns of the session the context is assembled for
 
 async def random_vectors(store: ProfileStore, rng: np.random.Generator) -> None:
     """Give every row without a vector a random unit vector."""
-    tables = ("memory_vectors", "message_vectors", "episode_vectors")
-    for table in tables:
+    for table in VECTOR_SOURCES:
         while True:
-            if table == "episode_vectors":
-                pending = await episode_store.pending_vectors(store.reader, limit=5000)
-            else:
-                pending = await store.reads.pending_vectors(table, limit=5000)
+            pending = await store.reads.pending_vectors(table, limit=5000)
             if not pending:
                 break
             vectors = rng.standard_normal((len(pending), DIM)).astype(np.float32)

@@ -59,6 +59,9 @@ class RecallRequest(Request, kw_only=True):
     session_id: Name | None = None
     synthesize: bool = True
     include_messages: bool = True  # the raw-message channel (the safety net)
+    # "Now" for the relative dates of the query ("yesterday", "how long ago"): the
+    # server's clock when not given; replays and benchmarks pass the question's date.
+    as_of: datetime | None = None
 
 
 class AppendRequest(Request, kw_only=True):
@@ -107,11 +110,16 @@ class MemoryWithHistory(Memory, kw_only=True):
 
 class RecallHit(Memory, kw_only=True):
     """A recalled memory, a raw message (type "message") that only the message channels
-    found, or an episode (type "episode": its title and summary as content)."""
+    found, or an episode (type "episode": its title and summary as content).
+
+    A raw message whose memories were all replaced since is ``stale``: it ranks below
+    what replaced it, and ``superseded_by`` names the memory that holds now.
+    """
 
     score: float = 0.0
     channels: list[str] = []
     role: str | None = None  # set on raw messages only
+    stale: bool = False
     source_ref: str = ""  # what GET …/refs/{source_ref} resolves: mem_…, msg_… or epi_…
 
 
@@ -120,6 +128,9 @@ class RecallResult(Schema, kw_only=True):
     memories: list[RecallHit]
     method: str
     latency_ms: dict[str, float]
+    # Which stages a configured model ran: {"analysis": "rules+model", "answer": "model"};
+    # "rules" without a model, "rules (model failed: ...)" when it failed or was slow.
+    generated_by: dict[str, str] = {}
 
 
 class StoredMessage(Schema, kw_only=True):
@@ -175,6 +186,9 @@ class SessionEnded(Schema, kw_only=True):
     memories: MemoryCounts
     memory_ids: list[str]
     latency_ms: dict[str, float] = {}  # per pipeline stage, and total
+    # The episode finalised from the session's turns since its last one (GET …/refs/epi_<id>);
+    # None when there were no new turns.
+    episode_id: str | None = None
 
 
 class ProfileInfo(Schema, kw_only=True):
@@ -206,6 +220,7 @@ class ArchiveCounts(Schema, kw_only=True):
     sessions: int
     messages: int
     memories: int
+    other: dict[str, int] = {}  # rows of the other tables (blocks, actions, ...), by table
 
 
 class ImportResult(Schema, kw_only=True):

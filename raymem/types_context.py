@@ -24,6 +24,7 @@ from raymem.types import (
 
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 ContextFormat = Literal["markdown", "text"]
+WorkItemStatus = Literal["open", "closed"]
 SectionName = Literal["core", "working_memory", "memories", "episodes", "recent_turns"]
 #: The sections of an assembled context, in their fixed order: slowest-changing first.
 SECTION_ORDER: tuple[SectionName, ...] = (
@@ -66,6 +67,13 @@ class BlockList(Schema, kw_only=True):
     blocks: list[Block]
 
 
+class BlockSaved(Schema, kw_only=True):
+    """A block whose limit was set, and whether that created it."""
+
+    block: Block
+    created: bool
+
+
 class BlockWrite(Schema, kw_only=True):
     """The block after a write, and whether the entry was there already."""
 
@@ -94,7 +102,7 @@ class WorkItem(Schema, kw_only=True):
     delivery_target: str | None = None
     constraints: list[str] = msgspec.field(default_factory=list)
     scope: list[str] = msgspec.field(default_factory=list)  # scope limits: what is in and out
-    status: Literal["open", "closed"] = "open"
+    status: WorkItemStatus = "open"
     outcome: str | None = None
     todos: list[WorkEntry] = msgspec.field(default_factory=list)  # the plan, in order
     followups: list[WorkEntry] = msgspec.field(default_factory=list)
@@ -141,7 +149,8 @@ class WorkItemClose(Request, kw_only=True):
 
 
 class WorkItemList(Schema, kw_only=True):
-    work_items: list[WorkItem]
+    work_items: list[WorkItem]  # newest first
+    next_cursor: str | None = None
 
 
 class MemoryLine(Schema, kw_only=True):
@@ -216,6 +225,9 @@ class ContextRequest(Request, kw_only=True):
     budget_chars: PositiveInt | None = None
     budget_tokens: PositiveInt | None = None
     format: ContextFormat = "markdown"
+    # "Now" for the query's relative dates, as recall's ``as_of``; the server's clock
+    # when not given.
+    as_of: datetime | None = None
 
 
 class ContextItem(Schema, kw_only=True):

@@ -78,7 +78,7 @@ async def test_archives_carry_blocks_work_items_and_episodes_byte_for_byte(
     b = (tmp_path / "b.jsonl").read_bytes().splitlines()
     assert a[1:] == b[1:]
     assert context_of(target) == context_of(source)
-    pending = await episode_store.pending_vectors(target.reader, limit=10)
+    pending = await target.reads.pending_vectors("episode_vectors", limit=10)
     assert len(pending) == 2  # episodes are embedded again after an import, like memories
 
 

@@ -9,7 +9,7 @@ from openai_server import ChatServer
 
 from raymem.config import ContextSettings, ModelSettings
 from raymem.errors import EntryNotFound, WorkItemClosed, WorkItemNotFound
-from raymem.models.generator import make_chat_model
+from raymem.models.chat import make_chat_model
 from raymem.pipelines import ingest
 from raymem.pipelines.context import episodes
 from raymem.pipelines.context.episodes import touched_resources

@@ -136,11 +136,15 @@ async def session_covered_until(conn: aiosqlite.Connection, session_id: str) -> 
     return from_db_time(rows[0][0]) if rows else None
 
 
-async def pending_vectors(reader: aiosqlite.Connection, *, limit: int) -> list[tuple[int, str]]:
+async def pending_vectors(
+    reader: aiosqlite.Connection, *, limit: int, newest_first: bool = False
+) -> list[tuple[int, str]]:
     """Episodes still waiting for a vector: (seq, text to embed), on the async read connection."""
+    order = "DESC" if newest_first else "ASC"
     rows = await fetch(
         reader,
-        "SELECT seq, title, summary FROM episodes WHERE vectorised = 0 ORDER BY seq LIMIT ?",
+        f"SELECT seq, title, summary FROM episodes WHERE vectorised = 0 ORDER BY seq {order}"
+        " LIMIT ?",
         (limit,),
     )
     return [(row[0], vector_text(row[1], row[2])) for row in rows]

@@ -25,13 +25,12 @@ import numpy as np
 
 from raymem.config import ContextSettings
 from raymem.errors import InvalidRequest
-from raymem.pipelines.context import episodes as episode_search
 from raymem.pipelines.context import render
 from raymem.pipelines.context.working import snapshot
-from raymem.pipelines.recall import Recaller, fts_query
+from raymem.pipelines.recall import Recaller
 from raymem.store import ProfileStore
 from raymem.store import blocks as block_store
-from raymem.store.evidence import stale_turns
+from raymem.store.episodes import read_episode
 from raymem.store.refs import message_ref
 from raymem.types import RecallHit, RecallRequest, StoredMessage
 from raymem.types_context import (
@@ -216,19 +215,16 @@ def turn_item(message: StoredMessage) -> ContextItem:
     )
 
 
-def memory_items(
-    store: ProfileStore, hits: Sequence[RecallHit], shown_turns: set[str]
-) -> list[ContextItem]:
-    """Recall's hits that tell the current truth, best first.
+def memory_items(hits: Sequence[RecallHit], shown_turns: set[str], limit: int) -> list[ContextItem]:
+    """Recall's hits that tell the current truth, best first, at most ``limit``.
 
-    Left out: episodes (they have their own section), turns whose memories were all
-    superseded or forgotten, and turns the recent-turns section holds already.
+    Left out: episodes (they have their own section), stale turns (recall marks a
+    turn whose memories were all replaced, and ranks what replaced it instead) and
+    turns the recent-turns section holds already.
     """
-    turns = [hit.id for hit in hits if hit.type == "message"]
-    stale = stale_turns(store.quick, turns)
     items = []
     for hit in hits:
-        if hit.type == "episode" or hit.id in stale or hit.id in shown_turns:
+        if hit.type == "episode" or hit.stale or hit.id in shown_turns:
             continue
         if hit.type == "message":
             when = hit.created_at.date().isoformat()
@@ -247,18 +243,24 @@ def memory_items(
                 created_at=hit.created_at,
             )
         )
+    return items[:limit]
+
+
+def episode_items(store: ProfileStore, hits: Sequence[RecallHit], limit: int) -> list[ContextItem]:
+    """The episodes among recall's hits, best first, at most ``limit``."""
+    items = []
+    for hit in [hit for hit in hits if hit.type == "episode"][:limit]:
+        episode = read_episode(store.quick, hit.id)
+        items.append(
+            ContextItem(
+                source_ref=episode.source_ref,
+                kind="episode",
+                content=render.episode_text(episode),
+                score=hit.score,
+                created_at=episode.ended_at,
+            )
+        )
     return items
-
-
-async def _query_vector(recaller: Recaller, query: str) -> np.ndarray | None:
-    """The query's vector, made once for both memories and episodes; None when it fails."""
-    if recaller.embed is None:
-        return None
-    try:
-        return np.asarray((await recaller.embed([query]))[0], dtype=np.float32)
-    except Exception:  # recall degrades to its text channels
-        log.exception("embedding the context query failed; assembling without vectors")
-        return None
 
 
 # ------------------------------------------------------------------ assembly
@@ -304,32 +306,25 @@ async def assemble(
         candidates["recent_turns"] = [turn_item(message) for message in reversed(turns)]
     query = request.query.strip() or _latest_user_turn(turns)
     with _timed(timings, "memories"):
+        # One recall finds both memories and episodes (its episode channel); its
+        # time is counted here. Recall ranks the current truth: stale turns are
+        # marked and what replaced them is ranked above them.
         hits: list[RecallHit] = []
-        vector = None
         if query:
-            given = query_vector is not None and query == request.query.strip()
-            vector = query_vector if given else await _query_vector(recaller, query)
+            given = query_vector if query == request.query.strip() else None
             recalled = await recaller.recall(
-                RecallRequest(query=query, limit=settings.memories, synthesize=False),
-                query_vector=vector,
+                RecallRequest(
+                    query=query,
+                    limit=settings.memories + settings.episodes,
+                    synthesize=False,
+                    as_of=request.as_of,
+                ),
+                query_vector=given,
             )
             hits = recalled.memories
-        candidates["memories"] = memory_items(store, hits, {t.id for t in turns})
+        candidates["memories"] = memory_items(hits, {t.id for t in turns}, settings.memories)
     with _timed(timings, "episodes"):
-        found = []
-        if query:
-            found = await episode_search.search(
-                store, fts_query(query), vector, limit=settings.episodes, k=recaller.settings.rrf_k
-            )
-        candidates["episodes"] = [
-            ContextItem(
-                source_ref=episode.source_ref,
-                kind="episode",
-                content=render.episode_text(episode),
-                created_at=episode.ended_at,
-            )
-            for episode in found
-        ]
+        candidates["episodes"] = episode_items(store, hits, settings.episodes)
 
     with _timed(timings, "assemble"):
         sections = {

@@ -30,8 +30,9 @@ import numpy as np
 
 from raymem.config import ContextSettings
 from raymem.errors import Conflict, WorkItemClosed
-from raymem.models.generator import ChatModel, MalformedAnswer, json_object
-from raymem.models.rules import split_sentences
+from raymem.models.chat import ChatModel, MalformedAnswer
+from raymem.pipelines.generators import json_object
+from raymem.pipelines.language import split_sentences
 from raymem.store import ProfileStore
 from raymem.store import episodes as episode_store
 from raymem.store import work as work_store

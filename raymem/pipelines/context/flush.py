@@ -13,11 +13,12 @@ import logging
 import time
 from collections.abc import Sequence
 
-from raymem.models.generator import Generator
-from raymem.models.rules import Candidate, content_words
 from raymem.pipelines.classify import TypePrototypes
+from raymem.pipelines.generators import Generator
 from raymem.pipelines.ingest import ingest
+from raymem.pipelines.language import content_words
 from raymem.pipelines.reconcile import EmbedFn
+from raymem.pipelines.types import Candidate
 from raymem.store import ProfileStore
 from raymem.store.blocks import read_blocks
 from raymem.store.refs import normalise
