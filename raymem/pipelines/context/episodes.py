@@ -270,7 +270,8 @@ def make_episode(material: Material, draft: Draft, builder: str, *, now: datetim
         texts = [
             item.objective,
             item.delivery_target or "",
-            *(t.content for t in item.todos),
+            *(entry.content for entry in [*item.todos, *item.followups, *item.waits]),
+            material.outcome or "",
             *texts,
         ]
     episode_id = uuid.uuid4().hex
