@@ -137,7 +137,8 @@ def _shorten(text: str, limit: int) -> str:
 
 def build_by_rules(material: Material, settings: ContextSettings) -> Draft:
     """The episode's written part from patterns, deterministically."""
-    sentences = _sentences(material.turns)
+    # The turns, and the outcome the closer wrote: "tests pass; we'll ship Friday" counts.
+    sentences = _sentences(material.turns) + split_sentences(material.outcome or "")
     item = material.work_item
     parts: list[str] = []
     if material.outcome:
