@@ -143,7 +143,8 @@ async def measure_latency(
         questions = [question(rng.randrange(size)) for _ in range(queries)]
         alone: list[float] = []  # recall by itself, the same questions: what the host gives
         for text, vector in zip(questions, vectors, strict=True):
-            recall = RecallRequest(query=text, limit=settings.context.memories, synthesize=False)
+            limit = settings.context.memories + settings.context.episodes  # as assembly asks
+            recall = RecallRequest(query=text, limit=limit, synthesize=False)
             began = time.perf_counter()
             await recaller.recall(recall, query_vector=vector)
             alone.append((time.perf_counter() - began) * 1000)
@@ -184,7 +185,8 @@ def run_latency(args: argparse.Namespace) -> None:
     work_dir.mkdir(parents=True, exist_ok=True)
     rows = []
     print(
-        f"{'memories':>9} {'build s':>8} {'budget':>7} {'p50 ms':>7} {'p99 ms':>7}  p50 per section (ms)"
+        f"{'memories':>9} {'build s':>8} {'budget':>7} {'p50 ms':>7} {'p99 ms':>7}"
+        f" {'recall p50/p99':>21}  p50 per section (ms)"
     )
     for size in args.sizes:
         path = work_dir / f"context-latency-{size}.db"
@@ -266,7 +268,9 @@ async def run_question(
         memory_ids = [parse_ref(i.source_ref).id for i in items if i.kind == "memory"]
         recalled = await recaller.recall(
             RecallRequest(
-                query=item["question"], limit=settings.context.memories, synthesize=False
+                query=item["question"],
+                limit=settings.context.memories + settings.context.episodes,  # as assembly asks
+                synthesize=False,
             ),
             query_vector=vector,
         )
