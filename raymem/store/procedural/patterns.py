@@ -19,6 +19,12 @@ async def current_patterns(conn: aiosqlite.Connection) -> list[Pattern]:
     return [from_row(Pattern, "patterns", row) for row in rows]
 
 
+async def pattern_keys(conn: aiosqlite.Connection) -> dict[str, tuple[str, str, str | None]]:
+    """Every pattern's (action type, target type, error code), superseded and deleted included."""
+    rows = await fetch(conn, "SELECT id, action_type, target_type, error_code FROM patterns")
+    return {row[0]: (row[1], row[2], row[3]) for row in rows}
+
+
 async def get_pattern(conn: aiosqlite.Connection, pattern_id: str) -> Pattern | None:
     rows = await fetch(
         conn, f"SELECT {columns('patterns')} FROM patterns WHERE id = ?", (pattern_id,)
