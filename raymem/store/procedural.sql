@@ -52,6 +52,7 @@ CREATE TABLE action_sequences (
 );
 CREATE INDEX action_sequences_by_end ON action_sequences (ended_at);
 CREATE INDEX action_sequences_by_session ON action_sequences (session_id);
+CREATE INDEX action_sequences_by_intent ON action_sequences (lower(intent), outcome);
 CREATE INDEX action_sequences_pending_vectors ON action_sequences (seq) WHERE vectorised = 0;
 
 CREATE VIRTUAL TABLE action_sequences_fts USING fts5 (

@@ -129,7 +129,7 @@ REPLAYERS: dict[str, Replayer] = {
     "purge": _purge,
     "procedural_enabled": procedural.enabled,
     "actions": procedural.captured,
-    "action_sequence": procedural.sequence,
+    "action_sequences": procedural.sequences,
     "pattern_injections": procedural.injections,
     "patterns": procedural.patterns,
     "pattern_annotate": procedural.patterns,

@@ -19,6 +19,7 @@ baseline. Built-ins, which can be deactivated but not deleted:
   was shown a pattern, the share that avoided every warned failure.
 """
 
+import asyncio
 import math
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -183,7 +184,7 @@ async def _value_now(
     metric = await _baseline(store, metric)
     start = now - timedelta(days=metric.window_days)
     in_window = [s for s in sequences if s.ended_at > start]
-    value, samples = measure(metric, in_window)
+    value, samples = await asyncio.to_thread(measure, metric, in_window)
     return metric, _row(metric, now, value, samples)
 
 

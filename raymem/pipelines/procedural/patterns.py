@@ -23,6 +23,7 @@ once it had succeeded on the same target, left the action succeeding far more
 often than without it (e.g. ``create_node`` before ``update_node``).
 """
 
+import asyncio
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -310,7 +311,7 @@ async def evaluate_patterns(
         for p in await stored.current_patterns(store.reader)
     }
     warned = await stored.pattern_keys(store.reader)
-    evidence = collect(sequences, warned=warned, keys=current)
+    evidence = await asyncio.to_thread(collect, sequences, warned=warned, keys=current)
     changes = PatternChanges()
     written: list[Pattern] = []
     for key in sorted(evidence, key=lambda k: (k[0], k[1], k[2] or "")):

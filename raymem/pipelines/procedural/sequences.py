@@ -12,6 +12,7 @@ order); an ``IntentSummariser`` (a model) may write it instead, and the rules ta
 over when it fails. Summaries get their vectors later, in the background.
 """
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -19,6 +20,7 @@ from typing import Literal, Protocol
 
 from raymem.store import ProfileStore
 from raymem.store.procedural import actions as stored
+from raymem.store.procedural.actions import ClosedSequence
 from raymem.store.procedural.patterns import patterns_by_id
 from raymem.store.procedural.rows import content_id
 from raymem.types_procedural import Action, ActionSequence, Pattern, Step, StepFailure
@@ -30,6 +32,9 @@ ClosedBy = Literal["quiet", "session_end"]
 #: A summary is cut to this many characters; a step keeps this many failing target ids.
 INTENT_CHARS = 200
 STEP_TARGET_IDS = 20
+#: Sessions closed per transaction, and summaries a model writes at once.
+CLOSE_CHUNK = 200
+SUMMARIES_AT_ONCE = 4
 
 
 class IntentSummariser(Protocol):
@@ -137,20 +142,30 @@ def build_sequence(
     )
 
 
-async def _summary(
-    actions: Sequence[Action], summariser: IntentSummariser | None
-) -> tuple[str, str]:
-    """(intent summary, who wrote it): the summariser's, or the rules' when it fails."""
-    if summariser is not None:
-        try:
-            text = " ".join((await summariser.summarise(actions)).split())
-            if text:
-                return text[:INTENT_CHARS], summariser.name
-        except Exception:
-            log.warning(
-                "intent summary by %s failed; rules instead", summariser.name, exc_info=True
-            )
-    return rules_intent(actions), RULES
+async def _summaries(
+    by_session: dict[str, list[Action]], summariser: IntentSummariser | None
+) -> dict[str, tuple[str, str]]:
+    """Each session's (intent summary, who wrote it): the summariser's, a few at a time, or the
+    rules' where it fails or there is none."""
+    summaries = {session: (rules_intent(actions), RULES) for session, actions in by_session.items()}
+    if summariser is None:
+        return summaries
+    limit = asyncio.Semaphore(SUMMARIES_AT_ONCE)
+
+    async def summarise(session: str, actions: list[Action]) -> None:
+        async with limit:
+            try:
+                text = " ".join((await summariser.summarise(actions)).split())
+            except Exception:
+                log.warning(
+                    "intent summary by %s failed; rules instead", summariser.name, exc_info=True
+                )
+                return
+        if text:
+            summaries[session] = (text[:INTENT_CHARS], summariser.name)
+
+    await asyncio.gather(*(summarise(session, actions) for session, actions in by_session.items()))
+    return summaries
 
 
 async def close_quiet(
@@ -160,9 +175,17 @@ async def close_quiet(
     quiet_after_s: float,
     summariser: IntentSummariser | None = None,
 ) -> list[ActionSequence]:
-    """Close the sequence of every session with no action in the last ``quiet_after_s``."""
+    """Close the sequence of every session with no action in the last ``quiet_after_s``.
+
+    Sessions are closed ``CLOSE_CHUNK`` at a time, one transaction each, so that a large
+    backlog does not hold up capture for long.
+    """
     sessions = await stored.quiet_sessions(store.reader, now - timedelta(seconds=quiet_after_s))
-    return await _close(store, sessions, now, "quiet", summariser)
+    closed = []
+    for start in range(0, len(sessions), CLOSE_CHUNK):
+        chunk = sessions[start : start + CLOSE_CHUNK]
+        closed.extend(await _close(store, chunk, now, "quiet", summariser))
+    return closed
 
 
 async def close_session(
@@ -177,24 +200,19 @@ async def close_session(
     return closed[0] if closed else None
 
 
-async def _close(
-    store: ProfileStore,
-    session_ids: Sequence[str],
+def _build_all(
+    by_session: dict[str, list[Action]],
+    injections: dict[str, list[tuple[str, str]]],
+    patterns: dict[str, Pattern],
+    summaries: dict[str, tuple[str, str]],
     now: datetime,
     closed_by: ClosedBy,
-    summariser: IntentSummariser | None,
-) -> list[ActionSequence]:
-    """Build the sessions' sequences outside the transaction (a model may write summaries),
-    then store them in one; a sequence whose actions another pass took meanwhile is left out."""
-    by_session = await stored.open_actions(store.reader, session_ids)
-    injections = await stored.open_injections(store.reader, list(by_session))
-    shown = {pattern_id for found in injections.values() for _, pattern_id in found}
-    patterns = await patterns_by_id(store.reader, sorted(shown))
+) -> list[ClosedSequence]:
     built = []
     for session_id, actions in by_session.items():
         session_injections = injections.get(session_id, [])
         warned_ids = dict.fromkeys(pattern_id for _, pattern_id in session_injections)
-        intent, summarised_by = await _summary(actions, summariser)
+        intent, summarised_by = summaries[session_id]
         sequence = build_sequence(
             actions,
             now=now,
@@ -203,16 +221,35 @@ async def _close(
             summarised_by=summarised_by,
             warned=[patterns[i] for i in warned_ids if i in patterns],
         )
-        built.append((sequence, [a.id for a in actions], [i for i, _ in session_injections]))
-    if not built:
+        action_ids = [a.id for a in actions]
+        built.append(ClosedSequence(sequence, action_ids, [i for i, _ in session_injections]))
+    return built
+
+
+async def _close(
+    store: ProfileStore,
+    session_ids: Sequence[str],
+    now: datetime,
+    closed_by: ClosedBy,
+    summariser: IntentSummariser | None,
+) -> list[ActionSequence]:
+    """Build the sessions' sequences outside the transaction (a model may write summaries;
+    the rest is CPU work, done off the event loop), then store them in one; a sequence whose
+    actions another pass took meanwhile is left out."""
+    by_session = await stored.open_actions(store.reader, session_ids)
+    if not by_session:
         return []
-    closed = []
+    injections = await stored.open_injections(store.reader, list(by_session))
+    shown = {pattern_id for found in injections.values() for _, pattern_id in found}
+    patterns = await patterns_by_id(store.reader, sorted(shown))
+    summaries = await _summaries(by_session, summariser)
+    built = await asyncio.to_thread(
+        _build_all, by_session, injections, patterns, summaries, now, closed_by
+    )
     async with store.write() as writer:
         still_open = await stored.open_action_ids(
-            writer.conn, [i for _, action_ids, _ in built for i in action_ids]
+            writer.conn, [i for item in built for i in item.action_ids]
         )
-        for sequence, action_ids, injection_ids in built:
-            if still_open.issuperset(action_ids):
-                await stored.insert_sequence(writer, sequence, action_ids, injection_ids)
-                closed.append(sequence)
-    return closed
+        closed = [item for item in built if still_open.issuperset(item.action_ids)]
+        await stored.insert_sequences(writer, closed)
+    return [item.sequence for item in closed]

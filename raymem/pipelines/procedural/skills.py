@@ -4,7 +4,7 @@ An operator adds a skill (its steps, when to use it, its inputs); it is searchab
 text and by vector, and fetched by id on demand rather than always put in context.
 The maintenance pass proposes a candidate from an intent whose sequences keep
 succeeding (at least 5 successful sequences, 80% of all with that intent): its
-steps are the action path those sequences took most often. A candidate is adopted
+steps are the action path the latest 50 successful ones took most often. A candidate is adopted
 (it becomes active) or discarded by an operator; a discarded proposal is kept, so
 the same intent is not proposed again.
 """
@@ -25,12 +25,14 @@ from raymem.pipelines.procedural.search import (
 )
 from raymem.store import ProfileStore
 from raymem.store.procedural import skills as stored
-from raymem.store.procedural.actions import intent_counts, sequence_actions, sequences_with_intent
+from raymem.store.procedural.actions import action_paths, intent_counts
 from raymem.store.procedural.rows import content_id
 from raymem.types_procedural import Skill, SkillHit, SkillIn, SkillInput
 
 PROPOSE_MIN_SUCCESSES = 5
 PROPOSE_MIN_SHARE = 0.8
+#: A proposal's steps are the path taken most often by the latest this many successes.
+PATH_SAMPLE = 50
 NAME_CHARS = 128
 
 
@@ -162,12 +164,8 @@ async def propose(store: ProfileStore, now: datetime) -> list[Skill]:
         name = intent[:NAME_CHARS].strip()
         if await stored.skill_named(store.reader, name) is not None:
             continue
-        ids = await sequences_with_intent(store.reader, intent, outcome="success")
-        by_sequence = await sequence_actions(store.reader, ids)
-        paths = Counter(
-            tuple((a.action_type, a.target_type) for a in actions)
-            for actions in by_sequence.values()
-        )
+        found = await action_paths(store.reader, intent, outcome="success", limit=PATH_SAMPLE)
+        paths = Counter(tuple(path) for path in found)
         path, _ = min(paths.items(), key=lambda item: (-item[1], len(item[0]), item[0]))
         proposals.append(
             Skill(

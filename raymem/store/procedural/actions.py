@@ -6,11 +6,18 @@ reads take the profile's async read connection.
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiosqlite
 
-from raymem.store.procedural.rows import Row, carried, columns, from_row, insert_rows
+from raymem.store.procedural.rows import (
+    Row,
+    carried,
+    columns,
+    from_row,
+    from_rows,
+    insert_rows,
+)
 from raymem.store.rows import RESTORED_TABLES, placeholders, to_db_time
 from raymem.store.writer import IN_LIST_ROWS, StoreWriter, fetch
 from raymem.types_procedural import Action, ActionSequence, ProceduralCounts
@@ -86,16 +93,16 @@ async def existing_action_ids(conn: aiosqlite.Connection, ids: Sequence[str]) ->
     return found
 
 
-async def insert_actions(writer: StoreWriter, actions: Sequence[Action]) -> list[Action]:
-    """Store actions, skipping ids already stored (and repeats in ``actions``); returns the new."""
-    unique = list({action.id: action for action in actions}.values())
-    existing = await existing_action_ids(writer.conn, [action.id for action in unique])
-    new = [action for action in unique if action.id not in existing]
+async def insert_actions(writer: StoreWriter, rows: Sequence[Row]) -> int:
+    """Store carried action rows, skipping ids already stored (and repeats); returns how many
+    were new."""
+    unique = list({row["id"]: row for row in rows}.values())
+    existing = await existing_action_ids(writer.conn, [row["id"] for row in unique])
+    new = [row for row in unique if row["id"] not in existing]
     if new:
-        rows = [carried(action) for action in new]
-        await insert_rows(writer.conn, "actions", rows)
-        await writer.log("actions", rows)
-    return new
+        await insert_rows(writer.conn, "actions", new)
+        await writer.log("actions", new)
+    return len(new)
 
 
 async def list_actions(
@@ -190,8 +197,7 @@ async def open_actions(
             f" AND session_id IN ({placeholders(len(chunk))}) ORDER BY session_id, at, seq",
             chunk,
         )
-        for row in rows:
-            action = from_row(Action, "actions", row)
+        for action in await from_rows(Action, "actions", rows):
             found.setdefault(action.session_id, []).append(action)
     return found
 
@@ -219,43 +225,53 @@ async def open_action_ids(conn: aiosqlite.Connection, action_ids: Sequence[str])
     found: set[str] = set()
     for start in range(0, len(action_ids), IN_LIST_ROWS):
         chunk = action_ids[start : start + IN_LIST_ROWS]
+        # Filtered here rather than in SQL: with "sequence_id IS NULL" in the query, the
+        # planner walked the partial index of open actions (0.5 s per call at 100K of them).
         rows = await fetch(
             conn,
-            f"SELECT id FROM actions WHERE id IN ({placeholders(len(chunk))})"
-            " AND sequence_id IS NULL",
+            f"SELECT id, sequence_id FROM actions WHERE id IN ({placeholders(len(chunk))})",
             chunk,
         )
-        found.update(row[0] for row in rows)
+        found.update(row[0] for row in rows if row[1] is None)
     return found
 
 
-async def insert_sequence(
-    writer: StoreWriter,
-    sequence: ActionSequence,
-    action_ids: Sequence[str],
-    injection_ids: Sequence[str],
-) -> None:
-    """Store a closed sequence and mark its actions and injections as part of it."""
-    payload = {
-        "sequence": carried(sequence),
-        "actions": list(action_ids),
-        "injections": list(injection_ids),
-    }
-    await apply_sequence(writer, payload)
-    await writer.log("action_sequence", payload)
+#: Closed sequences per ledger entry, so that a large pass makes entries of bounded size.
+SEQUENCES_PER_ENTRY = 100
 
 
-async def apply_sequence(writer: StoreWriter, payload: dict[str, Any]) -> None:
-    """``insert_sequence`` without the ledger entry (replay logs the original's)."""
-    row = payload["sequence"]
-    await insert_rows(writer.conn, "action_sequences", [row])
-    for table, ids in (
-        ("actions", payload["actions"]),
-        ("pattern_injections", payload["injections"]),
-    ):
+class ClosedSequence(NamedTuple):
+    """A sequence about to be stored, with the ids of its actions and injections."""
+
+    sequence: ActionSequence
+    action_ids: list[str]
+    injection_ids: list[str]
+
+
+async def insert_sequences(writer: StoreWriter, closed: Sequence[ClosedSequence]) -> None:
+    """Store closed sequences and mark their actions and injections as part of them."""
+    for start in range(0, len(closed), SEQUENCES_PER_ENTRY):
+        chunk = closed[start : start + SEQUENCES_PER_ENTRY]
+        payload = {
+            "sequences": [carried(item.sequence) for item in chunk],
+            "actions": {item.sequence.id: item.action_ids for item in chunk},
+            "injections": {item.sequence.id: item.injection_ids for item in chunk},
+        }
+        await apply_sequences(writer, payload)
+        await writer.log("action_sequences", payload)
+
+
+async def apply_sequences(writer: StoreWriter, payload: dict[str, Any]) -> None:
+    """``insert_sequences`` without the ledger entry (replay logs the original's)."""
+    await insert_rows(writer.conn, "action_sequences", payload["sequences"])
+    for table in ("actions", "injections"):
+        members = [(sequence_id, i) for sequence_id, ids in payload[table].items() for i in ids]
         await writer.conn.executemany(
-            f"UPDATE {table} SET sequence_id = ? WHERE id = ?", [(row["id"], i) for i in ids]
+            f"UPDATE {_MEMBER_TABLES[table]} SET sequence_id = ? WHERE id = ?", members
         )
+
+
+_MEMBER_TABLES = {"actions": "actions", "injections": "pattern_injections"}
 
 
 async def get_sequence(conn: aiosqlite.Connection, sequence_id: str) -> ActionSequence | None:
@@ -320,7 +336,7 @@ async def sequences_ended_between(
         " WHERE ended_at > ? AND ended_at <= ? ORDER BY ended_at, seq",
         (to_db_time(start), to_db_time(end)),
     )
-    return [from_row(ActionSequence, "action_sequences", row) for row in rows]
+    return await from_rows(ActionSequence, "action_sequences", rows)
 
 
 async def first_sequences(conn: aiosqlite.Connection, count: int) -> list[ActionSequence]:
@@ -330,27 +346,7 @@ async def first_sequences(conn: aiosqlite.Connection, count: int) -> list[Action
         f"SELECT {columns('action_sequences')} FROM action_sequences ORDER BY ended_at, seq LIMIT ?",
         (count,),
     )
-    return [from_row(ActionSequence, "action_sequences", row) for row in rows]
-
-
-async def sequence_actions(
-    conn: aiosqlite.Connection, sequence_ids: Sequence[str]
-) -> dict[str, list[Action]]:
-    """The actions of each sequence, in the order they happened."""
-    found: dict[str, list[Action]] = {}
-    for start in range(0, len(sequence_ids), IN_LIST_ROWS):
-        chunk = sequence_ids[start : start + IN_LIST_ROWS]
-        rows = await fetch(
-            conn,
-            f"SELECT {columns('actions')} FROM actions"
-            f" WHERE sequence_id IN ({placeholders(len(chunk))}) ORDER BY at, seq",
-            chunk,
-        )
-        for row in rows:
-            action = from_row(Action, "actions", row)
-            assert action.sequence_id is not None
-            found.setdefault(action.sequence_id, []).append(action)
-    return found
+    return await from_rows(ActionSequence, "action_sequences", rows)
 
 
 async def intent_counts(conn: aiosqlite.Connection) -> list[tuple[str, int, int]]:
@@ -363,17 +359,22 @@ async def intent_counts(conn: aiosqlite.Connection) -> list[tuple[str, int, int]
     return [(row[0], row[1], row[2]) for row in rows]
 
 
-async def sequences_with_intent(
-    conn: aiosqlite.Connection, intent: str, *, outcome: str
-) -> list[str]:
-    """Ids of the sequences with this intent (case folded) and outcome, oldest first."""
+async def action_paths(
+    conn: aiosqlite.Connection, intent: str, *, outcome: str, limit: int
+) -> list[list[tuple[str, str]]]:
+    """The (action type, target type) path of each of the latest ``limit`` sequences with this
+    intent (case folded) and outcome."""
     rows = await fetch(
         conn,
-        "SELECT id FROM action_sequences WHERE lower(intent) = ? AND outcome = ?"
-        " ORDER BY ended_at, seq",
-        (intent, outcome),
+        "SELECT a.sequence_id, a.action_type, a.target_type FROM actions a WHERE a.sequence_id IN"
+        " (SELECT id FROM action_sequences WHERE lower(intent) = ? AND outcome = ?"
+        " ORDER BY ended_at DESC LIMIT ?) ORDER BY a.sequence_id, a.at, a.seq",
+        (intent, outcome, limit),
     )
-    return [row[0] for row in rows]
+    paths: dict[str, list[tuple[str, str]]] = {}
+    for sequence_id, action_type, target_type in rows:
+        paths.setdefault(sequence_id, []).append((action_type, target_type))
+    return list(paths.values())
 
 
 async def sequences_text(conn: aiosqlite.Connection, fts_query: str, *, limit: int) -> list[int]:

@@ -15,8 +15,8 @@ async def captured(writer: StoreWriter, rows: list[dict[str, Any]], at: str) -> 
     await insert_rows(writer.conn, "actions", rows)
 
 
-async def sequence(writer: StoreWriter, payload: dict[str, Any], at: str) -> None:
-    await actions.apply_sequence(writer, payload)
+async def sequences(writer: StoreWriter, payload: dict[str, Any], at: str) -> None:
+    await actions.apply_sequences(writer, payload)
 
 
 async def injections(writer: StoreWriter, rows: list[dict[str, Any]], at: str) -> None:
