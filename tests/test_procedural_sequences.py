@@ -5,9 +5,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from openai_server import ChatServer
 from procedural_helpers import CREATE, FAIL, QUIET_S, UPDATE, action, at, enabled_store, run_session
 
+from raymem.models.generator import OpenAIChat
 from raymem.pipelines.procedural import capture, sequences
+from raymem.pipelines.procedural.summary import ChatSummariser
 from raymem.store import ProfileStore
 from raymem.store.procedural import actions as stored
 from raymem.types_procedural import Action
@@ -151,3 +154,39 @@ async def test_long_intents_are_cut(store: ProfileStore) -> None:
     sequence = await sequences.close_session(store, "s1", at(20))
     assert sequence is not None
     assert len(sequence.intent) == sequences.INTENT_CHARS and sequence.intent.endswith("…")
+
+
+async def test_a_chat_model_summarises_and_a_bad_answer_falls_back_to_rules(
+    store: ProfileStore,
+) -> None:
+    answers = iter(['{"intent": "Rename a person node"}', "I cannot help with that."])
+    server = ChatServer(lambda body: (200, next(answers)))
+    with server.running():
+        chat = OpenAIChat(server.base_url, "tiny-llm", timeout_s=5)
+        summariser = ChatSummariser(chat, name="openai:tiny-llm")
+        for session in ("s1", "s2"):
+            batch = [
+                action(
+                    session,
+                    "update_node",
+                    "failure",
+                    error_code="NodeNotFoundError",
+                    target_ids=["n1"],
+                    intent="rename",
+                    at=at(0),
+                ),
+                action(session, "create_node", target_ids=["n1"], at=at(1)),
+            ]
+            await capture.capture(store, batch, now=at(1))
+        first = await sequences.close_session(store, "s1", at(2), summariser=summariser)
+        second = await sequences.close_session(store, "s2", at(2), summariser=summariser)
+        await chat.close()
+    assert first is not None and second is not None
+    assert (first.intent, first.summarised_by) == ("Rename a person node", "openai:tiny-llm")
+    assert (second.intent, second.summarised_by) == ("rename", "rules")
+    prompt = server.requests[0][2]["messages"][-1]["content"]
+    assert prompt == (
+        "Actions, in order:\n"
+        "1. update_node on node n1: failure (NodeNotFoundError); intent: rename\n"
+        "2. create_node on node n1: success"
+    )
