@@ -44,9 +44,8 @@ async def enabled_state(conn: aiosqlite.Connection) -> tuple[bool, datetime | No
 
 async def set_enabled(writer: StoreWriter, enabled: bool, at: datetime) -> bool:
     """Turn procedural memory on or off; returns whether that changed anything."""
-    current, _ = await enabled_state(writer.conn)
-    stored = await fetch(writer.conn, "SELECT 1 FROM procedural_state WHERE id = 1")
-    if stored and current == enabled:
+    current, since = await enabled_state(writer.conn)
+    if since is not None and current == enabled:
         return False
     row = {"id": 1, "enabled": enabled, "updated_at": to_db_time(at)}
     await apply_enabled(writer, row)
