@@ -8,7 +8,7 @@ import pytest
 from openai_server import ChatServer
 from procedural_helpers import CREATE, FAIL, QUIET_S, UPDATE, action, at, enabled_store, run_session
 
-from raymem.models.generator import OpenAIChat
+from raymem.models.chat import OpenAIChat
 from raymem.pipelines.procedural import capture, sequences
 from raymem.pipelines.procedural.summary import ChatSummariser
 from raymem.store import ProfileStore

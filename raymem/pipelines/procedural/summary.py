@@ -21,7 +21,7 @@ SYSTEM = (
 
 
 class Chat(Protocol):
-    """A chat-completion model (``raymem.models.generator.ChatModel`` is one)."""
+    """A chat-completion model (``raymem.models.chat.ChatModel`` is one)."""
 
     async def complete(self, messages: list[dict[str, str]], *, max_tokens: int) -> str: ...
 
