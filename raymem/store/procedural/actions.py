@@ -4,6 +4,7 @@ Writes take the ``StoreWriter`` of an open transaction and log what they change;
 reads take the profile's async read connection.
 """
 
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -24,6 +25,7 @@ from raymem.types_procedural import Action, ActionSequence, ProceduralCounts
 
 #: A page cursor is "<time>|<seq>" of the last row of the page before.
 _CURSOR_SEP = "|"
+_CURSOR_SEQ = re.compile(r"[0-9]{1,18}")  # a row seq that SQLite can hold
 
 
 def _column_index(table: str, column: str) -> int:
@@ -160,7 +162,7 @@ def _cursor(row: Sequence[Any], time_index: int) -> str:
 def valid_cursor(cursor: str) -> bool:
     """Whether ``cursor`` has the shape ``list_actions`` and ``list_sequences`` make."""
     at, sep, seq = cursor.rpartition(_CURSOR_SEP)
-    if not sep or not seq.isdigit():
+    if not sep or not _CURSOR_SEQ.fullmatch(seq):
         return False
     try:
         datetime.fromisoformat(at)
