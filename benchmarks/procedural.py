@@ -285,7 +285,7 @@ async def pass_timings(size: int) -> dict[str, Any]:
 # ------------------------------------------------------------------ output
 
 
-def print_report(report: dict[str, Any]) -> None:
+def print_service(report: dict[str, Any]) -> None:
     agent = report["agent"]
     print("\n== simulated agent (HTTP) ==")
     print(
@@ -311,6 +311,10 @@ def print_report(report: dict[str, Any]) -> None:
         t = speed[name]
         print(f"{name:<22} p50 {t['p50_ms']:>7.2f} ms   p95 {t['p95_ms']:>7.2f} ms")
 
+
+def print_report(report: dict[str, Any]) -> None:
+    if "agent" in report:
+        print_service(report)
     print("\n== passes (store, in process) ==")
     print(
         f"{'actions':>8} {'capture/s':>10} {'seq ms':>8} {'pat ms':>8} {'met ms':>8}"
@@ -331,13 +335,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="10000,100000", help="actions for the pass timings")
     parser.add_argument("--capture", type=int, default=20_000, help="actions captured over HTTP")
+    parser.add_argument(
+        "--passes-only", action="store_true", help="only the pass timings (no Ray, no server)"
+    )
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",") if size]
 
     report: dict[str, Any] = {"started": datetime.now(UTC).isoformat()}
-    with raymem_server() as (client, settings):
-        report["agent"] = simulate(client, "procedural-agent")
-        report["service"] = service_speed(client, settings, "procedural-load", args.capture)
+    if not args.passes_only:
+        with raymem_server() as (client, settings):
+            report["agent"] = simulate(client, "procedural-agent")
+            report["service"] = service_speed(client, settings, "procedural-load", args.capture)
     report["passes"] = [asyncio.run(pass_timings(size)) for size in sizes]
     print_report(report)
     print(f"\nsaved {save_json('procedural', report)}")
