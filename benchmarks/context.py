@@ -43,8 +43,8 @@ from raymem.pipelines.context.assemble import assemble, block_limits
 from raymem.pipelines.ingest import ingest
 from raymem.pipelines.recall import Recaller
 from raymem.store import ProfileStore, blocks, work
+from raymem.store.reads import PENDING_TABLES
 from raymem.store.refs import parse_ref
-from raymem.store.schema import VECTOR_SOURCES
 from raymem.types import MessageIn, RecallRequest
 from raymem.types_context import ContextRequest, WorkItemOpen, WorkItemUpdate
 
@@ -60,7 +60,7 @@ LIVE_TURNS = 50  # turns of the session the context is assembled for
 
 async def random_vectors(store: ProfileStore, rng: np.random.Generator) -> None:
     """Give every row without a vector a random unit vector."""
-    for table in VECTOR_SOURCES:
+    for table in PENDING_TABLES:
         while True:
             pending = await store.reads.pending_vectors(table, limit=5000)
             if not pending:

@@ -189,6 +189,7 @@ class SessionEnded(Schema, kw_only=True):
     # The episode finalised from the session's turns since its last one (GET …/refs/epi_<id>);
     # None when there were no new turns.
     episode_id: str | None = None
+    action_sequence_id: str | None = None  # the sequence its agent's actions were closed into
 
 
 class ProfileInfo(Schema, kw_only=True):

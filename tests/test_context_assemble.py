@@ -13,7 +13,7 @@ from raymem.pipelines.context.flush import flush
 from raymem.pipelines.context.refs import resolve
 from raymem.pipelines.recall import Recaller
 from raymem.store import ProfileStore, blocks, work
-from raymem.store.schema import VECTOR_SOURCES
+from raymem.store.reads import PENDING_TABLES
 from raymem.types import MessageIn, RecallRequest
 from raymem.types_context import (
     SECTION_ORDER,
@@ -100,7 +100,7 @@ async def fill(store: ProfileStore, embed=None) -> None:
 
 async def vectorise(store: ProfileStore, embed) -> None:
     """Embed every row still without a vector (memories, turns, episodes)."""
-    for table in VECTOR_SOURCES:
+    for table in PENDING_TABLES:
         pending = await store.reads.pending_vectors(table, limit=1_000)
         if pending:
             vectors = await embed([text for _, text in pending])

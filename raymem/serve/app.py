@@ -22,12 +22,15 @@ from raymem.serve.api import app
 from raymem.serve.routes.archives import ArchiveRoutes
 from raymem.serve.routes.context import ContextRoutes
 from raymem.serve.routes.memories import MemoryRoutes
+from raymem.serve.routes.procedural import ProceduralRoutes
 from raymem.serve.routes.profiles import ProfileRoutes
 from raymem.serve.routes.sessions import SessionRoutes
 
 
 @serve.ingress(app)
-class Ingress(MemoryRoutes, SessionRoutes, ProfileRoutes, ArchiveRoutes, ContextRoutes):
+class Ingress(
+    MemoryRoutes, SessionRoutes, ProfileRoutes, ArchiveRoutes, ContextRoutes, ProceduralRoutes
+):
     """Authenticates, validates and routes each request to its profile actor."""
 
 

@@ -26,6 +26,9 @@ from raymem.store.search import memory_filters
 from raymem.store.writer import existing_message_ids, fetch
 from raymem.types import Memory, ProfileInfo, Session, StoredMessage
 
+#: The vector tables whose rows waiting for an embedding ``pending_vectors`` reads.
+PENDING_TABLES = ("memory_vectors", "message_vectors", "episode_vectors")
+
 # A turn's vector also holds the start of the turns before it in its session.
 # On LoCoMo turn-level any@10: none .836, one .843, two .849. The first 200
 # characters of each do as well as 300 (.856 / .855) and keep long turns cheap.
@@ -124,6 +127,8 @@ class Reads:
         nearest first: a reply ("I'm drawn to turtles") means what it answers. An
         episode's is its title and the start of its summary.
         """
+        if table not in PENDING_TABLES:  # procedural memory reads its own (store/procedural)
+            raise ValueError(f"Pending rows of {table!r} are not read here")
         order = "DESC" if newest_first else "ASC"
         if table == "episode_vectors":  # an episode's title and summary
             return await episode_store.pending_vectors(

@@ -22,16 +22,20 @@ SCHEMA_VERSION = 2
 #: store at version v to v + 1 (a new file runs schema.sql, then every migration).
 MIGRATIONS: dict[int, str] = {1: "migrate_2.sql"}
 
-#: Each vector table and the table whose rows it embeds (rowid = the row's seq).
-VECTOR_SOURCES = {
-    "memory_vectors": "memories",
-    "message_vectors": "messages",
-    "episode_vectors": "episodes",
-}
-
 #: Subsystems' tables: part name -> SQL resource files in raymem/store/, applied in order.
 PARTS: dict[str, tuple[str, ...]] = {
     "context": ("context.sql",),
+    "procedural": ("procedural.sql",),
+}
+
+#: Every vector table and the table whose rows it embeds (rowid = the row's seq, which has
+#: a ``vectorised`` flag); a subsystem with vectors of its own adds its tables here.
+VECTOR_SOURCES: dict[str, str] = {
+    "memory_vectors": "memories",
+    "message_vectors": "messages",
+    "episode_vectors": "episodes",
+    "action_sequence_vectors": "action_sequences",
+    "skill_vectors": "skills",
 }
 
 

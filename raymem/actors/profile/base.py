@@ -36,11 +36,14 @@ from raymem.actors.pools import EMBEDDER_DEPLOYMENT, GENERATOR_DEPLOYMENT, pool_
 from raymem.config import Settings
 from raymem.errors import ProfileClosing
 from raymem.models.chat import ChatModel
+from raymem.pipelines import procedural
 from raymem.pipelines.classify import TypePrototypes
 from raymem.pipelines.generators import Generator, LLMGenerator, make_generator
+from raymem.pipelines.procedural.sequences import IntentSummariser
+from raymem.pipelines.procedural.summary import ChatSummariser
 from raymem.pipelines.recall import Recaller
 from raymem.store import ProfileStore, to_db_time, utc_now
-from raymem.store.schema import VECTOR_SOURCES
+from raymem.store.reads import PENDING_TABLES
 from raymem.types import ProfileInfo
 
 log = logging.getLogger(__name__)
@@ -161,6 +164,13 @@ class ProfileBase:
             "prototypes": self._prototypes,
         }
 
+    def _intent_summariser(self) -> IntentSummariser | None:
+        """The configured chat model as the writer of action sequences' intent summaries;
+        None: the rules write them."""
+        if isinstance(self._generator, LLMGenerator):
+            return ChatSummariser(self._generator.chat, name=self._generator.name)
+        return None
+
     def _make_generator(self) -> Generator | None:
         """None for the embedded rules (run in-process); a model backend otherwise."""
         models = self.settings.models
@@ -179,6 +189,11 @@ class ProfileBase:
 
     async def _embed(self, texts: list[str]) -> np.ndarray:
         vectors: np.ndarray = await self._embedder.embed.remote(texts)
+        return vectors
+
+    async def _embed_background(self, texts: list[str]) -> np.ndarray:
+        """Embed at background priority: the requests being answered go first."""
+        vectors: np.ndarray = await self._embedder.embed_background.remote(texts)
         return vectors
 
     async def _report_use(self) -> None:
@@ -322,12 +337,13 @@ class ProfileBase:
             self._vectoriser = asyncio.create_task(self._vectorise_pending())
 
     async def _vectorise_pending(self) -> None:
-        """Embed every memory, message and episode still without a vector, in batches."""
+        """Embed every memory, message, episode, action sequence and skill still without a
+        vector, in batches."""
         store = self._store
         try:
             while store is not None and not self._closing:
                 did_work = False
-                for table in VECTOR_SOURCES:
+                for table in PENDING_TABLES:
                     pending = await store.reads.pending_vectors(table, limit=VECTOR_BATCH)
                     if pending:
                         texts = [text for _, text in pending]
@@ -337,6 +353,9 @@ class ProfileBase:
                                 table, [(seq, vectors[i]) for i, (seq, _) in enumerate(pending)]
                             )
                         did_work = True
+                # Procedural memory's sequence summaries and skills (none while it is unused).
+                if await procedural.vectorise(store, self._embed_background, batch=VECTOR_BATCH):
+                    did_work = True
                 if not did_work:
                     return
         except Exception:  # retried on the next write or activation; the rows stay pending
