@@ -64,7 +64,7 @@ async def test_archives_carry_blocks_work_items_and_episodes_byte_for_byte(
     source: ProfileStore, open_store, tmp_path
 ) -> None:
     first = await export_archive(source, tmp_path / "a.jsonl", profile="work")
-    assert first.counts.other == {
+    assert {table: count for table, count in first.counts.other.items() if count} == {
         "context_blocks": 1,
         "block_entries": 2,
         "work_items": 2,
