@@ -32,6 +32,7 @@ from raymem.config import Settings
 from raymem.errors import InvalidRequest, TooManyRequests
 from raymem.serve import http
 from raymem.serve.auth import Authenticator, Principal
+from raymem.serve.extras import mount_extras
 from raymem.store import COUNTS_SQL, profile_info
 from raymem.store.connection import open_sync
 from raymem.types import (
@@ -84,7 +85,8 @@ app = FastAPI(
     title="raymem",
     version=__version__,
     description="Self-hosted memory for AI agents: ingest, remember, recall, forget.",
-    docs_url="/docs",
+    docs_url=None,  # /docs and /redoc come from packaged assets (mount_extras), not a CDN
+    redoc_url=None,
 )
 
 
@@ -141,6 +143,10 @@ async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[by
     yield first
     async for chunk in rest:
         yield chunk
+
+
+# MCP at /mcp, the memory browser at /ui, API docs: added before @serve.ingress freezes the app.
+mount_extras(app, lambda: serve.get_replica_context().servable_object)
 
 
 @serve.deployment(name="Ingress", max_ongoing_requests=256, ray_actor_options={"num_cpus": 0})
