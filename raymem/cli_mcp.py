@@ -5,9 +5,12 @@ the server named by ``--url`` / ``$RAYMEM_URL``, authenticated by ``--token`` /
 ``$RAYMEM_TOKEN`` (so the key decides the tenant, as for every client).
 """
 
+from __future__ import annotations
+
 import logging
 import re
-from typing import Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import click
@@ -16,7 +19,6 @@ import httpx
 from raymem.cli_common import client_options
 from raymem.client import AsyncClient, AsyncProfile, AsyncSessionClient
 from raymem.errors import InvalidRequest, RaymemError
-from raymem.mcp_tools import MemoryTypes, Turns
 from raymem.types import (
     NAME_PATTERN,
     IngestResult,
@@ -28,6 +30,12 @@ from raymem.types import (
     SessionEnded,
     StoredMessage,
 )
+
+if TYPE_CHECKING:  # the MCP SDK loads only when `raymem mcp` runs, not for every command
+    from raymem.mcp_tools import MemoryTypes, Turns
+
+
+T = TypeVar("T")
 
 
 class Unreachable(RaymemError):
@@ -62,7 +70,7 @@ class ClientMemoryOps:
     def _session(self, profile: str, session_id: str) -> AsyncSessionClient:
         return self._profile(profile).session(_segment(session_id, "session name"))
 
-    async def _send(self, call: Any) -> Any:
+    async def _send(self, call: Awaitable[T]) -> T:
         try:
             return await call
         except httpx.HTTPError as exc:

@@ -11,6 +11,7 @@ the SDK's generic "Error executing tool …", never a stack trace.
 """
 
 import contextlib
+import inspect
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, NotRequired, Protocol
 
@@ -132,9 +133,9 @@ WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world
 
 
 def _plain(value: Any) -> Any:
-    """JSON-ready data without null or empty fields: fewer tokens for the model to read."""
+    """JSON-ready data without null fields: fewer tokens for the model to read."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items() if v is not None and v != []}
+        return {k: _plain(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
         return [_plain(item) for item in value]
     return value
@@ -161,7 +162,17 @@ def build_mcp_server(ops_for: OpsForCall) -> MCPServer:
         "raymem", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
     )
 
-    @server.tool(annotations=READ)
+    def tool(**options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """``server.tool`` with the docstring, dedented, as the description the model reads."""
+
+        def register(function: Callable[..., Any]) -> Callable[..., Any]:
+            description = inspect.cleandoc(function.__doc__ or "")
+            server.add_tool(function, description=description, **options)
+            return function
+
+        return register
+
+    @tool(annotations=READ)
     async def recall(
         ctx: Context,
         profile: ProfileArg,
@@ -194,7 +205,7 @@ def build_mcp_server(ops_for: OpsForCall) -> MCPServer:
             )
         return _result(result)
 
-    @server.tool(annotations=WRITE)
+    @tool(annotations=WRITE)
     async def remember(
         ctx: Context,
         profile: ProfileArg,
@@ -228,7 +239,7 @@ def build_mcp_server(ops_for: OpsForCall) -> MCPServer:
             )
         return _result(memory)
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
+    @tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
     async def forget(ctx: Context, profile: ProfileArg, memory_id: MemoryIdArg) -> dict[str, Any]:
         """Forget one memory: recall stops returning it. Call it when the user says something
         is wrong or no longer true and no replacement should be remembered (to correct a memory,
@@ -237,7 +248,7 @@ def build_mcp_server(ops_for: OpsForCall) -> MCPServer:
             await ops_for(ctx).forget(profile, memory_id)
         return {"forgotten": memory_id}
 
-    @server.tool(name="list", annotations=READ)
+    @tool(name="list", annotations=READ)
     async def list_memories(
         ctx: Context,
         profile: ProfileArg,
@@ -267,7 +278,7 @@ def build_mcp_server(ops_for: OpsForCall) -> MCPServer:
             )
         return _result(page)
 
-    @server.tool(annotations=READ)
+    @tool(annotations=READ)
     async def get(ctx: Context, profile: ProfileArg, memory_id: MemoryIdArg) -> dict[str, Any]:
         """Get one memory by its id, with its `history`: the chain of statements on the same
         topic, oldest first, that it superseded (or that superseded it: see `superseded_by`).
@@ -276,7 +287,7 @@ def build_mcp_server(ops_for: OpsForCall) -> MCPServer:
             memory = await ops_for(ctx).get(profile, memory_id)
         return _result(memory)
 
-    @server.tool(annotations=ToolAnnotations(idempotent_hint=True, destructive_hint=False))
+    @tool(annotations=ToolAnnotations(idempotent_hint=True, destructive_hint=False))
     async def ingest(
         ctx: Context,
         profile: ProfileArg,
@@ -297,7 +308,7 @@ def build_mcp_server(ops_for: OpsForCall) -> MCPServer:
             )
         return _result(result)
 
-    @server.tool(annotations=WRITE)
+    @tool(annotations=WRITE)
     async def session_append(
         ctx: Context,
         profile: ProfileArg,
@@ -305,13 +316,14 @@ def build_mcp_server(ops_for: OpsForCall) -> MCPServer:
         role: Annotated[Role, Field(description="user, assistant, tool or system.")],
         content: Annotated[str, Field(description="The turn's text.", min_length=1)],
     ) -> dict[str, Any]:
-        """Append one turn to a session's short-term history (no memories are extracted until
-        `session_end`). Returns the stored turn with its `id`."""
+        """Append one turn to a session's short-term history as the conversation goes, so it
+        can be picked up later with `session_last`. No memories are extracted from it until
+        `session_end`. Returns the stored turn with its `id`."""
         with _tool_errors():
             message = await ops_for(ctx).append(profile, session_id, role, content)
         return _result(message)
 
-    @server.tool(annotations=READ)
+    @tool(annotations=READ)
     async def session_last(
         ctx: Context,
         profile: ProfileArg,
@@ -324,7 +336,7 @@ def build_mcp_server(ops_for: OpsForCall) -> MCPServer:
             messages = await ops_for(ctx).last(profile, session_id, n)
         return _result(messages)
 
-    @server.tool(annotations=ToolAnnotations(idempotent_hint=True, destructive_hint=False))
+    @tool(annotations=ToolAnnotations(idempotent_hint=True, destructive_hint=False))
     async def session_end(
         ctx: Context, profile: ProfileArg, session_id: SessionArg
     ) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.routing import Route
 
 from raymem.serve.docs import add_docs
 from raymem.serve.mcp import McpEndpoint, mcp_lifespan
@@ -18,7 +19,7 @@ from raymem.serve.ui import add_ui
 
 def mount_extras(app: FastAPI, ingress: Callable[[], Any]) -> None:
     """Add ``/mcp``, ``/ui``, ``/docs`` and ``/redoc`` to ``app``, and the MCP lifespan."""
-    app.add_route("/mcp", McpEndpoint(ingress), methods=["GET", "POST", "DELETE"])
+    app.router.routes.append(Route("/mcp", McpEndpoint(ingress), methods=["GET", "POST", "DELETE"]))
     add_ui(app, ingress)
     add_docs(app)
     outer = app.router.lifespan_context

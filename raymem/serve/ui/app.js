@@ -43,6 +43,10 @@ function when(iso) {
   return iso ? iso.replace("T", " ").slice(0, 16) : "";
 }
 
+function plural(count, one, many) {
+  return `${count} ${count === 1 ? one : many}`;
+}
+
 function memoryStatus(memory) {
   if (memory.forgotten_at) return "forgotten";
   if (memory.superseded_by) return "superseded";
@@ -98,8 +102,11 @@ async function loadProfiles() {
     link.dataset.profile = info.name;
     const counts = document.createElement("span");
     counts.className = "counts";
-    counts.textContent =
-      `${info.memories} memories · ${info.messages} turns · ${info.sessions} sessions`;
+    counts.textContent = [
+      plural(info.memories, "current memory", "current memories"),
+      plural(info.messages, "turn", "turns"),
+      plural(info.sessions, "session", "sessions"),
+    ].join(" · ");
     item.append(link, counts);
     list.append(item);
   }
