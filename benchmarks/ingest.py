@@ -36,7 +36,7 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 async def _vectorise(store: Any, table: str, embed: Any) -> None:
     """What the actor's background vectoriser does for one table."""
-    while pending := await store.pending_vectors(table, limit=256):
+    while pending := await store.reads.pending_vectors(table, limit=256):
         vectors = await embed([text for _, text in pending])
         async with store.write() as writer:
             await writer.set_vectors(
@@ -121,7 +121,7 @@ async def run(
             totals["turn_vectors_s"] += time.perf_counter() - start
             timings["turn_vectors"] = totals["turn_vectors_s"]
             # 3. coverage of QA evidence turns
-            memories, _ = await store.list_memories(include_superseded=True, limit=1_000_000)
+            memories, _ = await store.reads.list_memories(include_superseded=True, limit=1_000_000)
             sourced = {i for m in memories for i in m.source_message_ids}
             for qa in sample["qa"]:
                 for dia in qa.get("evidence", []):

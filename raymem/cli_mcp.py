@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable
+from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
@@ -27,6 +28,7 @@ from raymem.types import (
     MemoryWithHistory,
     MessageList,
     RecallResult,
+    Role,
     SessionEnded,
     StoredMessage,
 )
@@ -85,11 +87,17 @@ class ClientMemoryOps:
         types: MemoryTypes,
         session_id: str | None,
         synthesize: bool,
+        as_of: datetime | None,
     ) -> RecallResult:
         target = self._profile(profile)
         return await self._send(
             target.recall(
-                query, limit=limit, types=types, session_id=session_id, synthesize=synthesize
+                query,
+                limit=limit,
+                types=types,
+                session_id=session_id,
+                synthesize=synthesize,
+                as_of=as_of,
             )
         )
 
@@ -138,7 +146,9 @@ class ClientMemoryOps:
         target = self._profile(profile)
         return await self._send(target.ingest(messages, session_id=session_id))
 
-    async def append(self, profile: str, session_id: str, role: str, content: str) -> StoredMessage:
+    async def append(
+        self, profile: str, session_id: str, role: Role, content: str
+    ) -> StoredMessage:
         session = self._session(profile, session_id)
         return await self._send(session.append(role, content))
 

@@ -13,6 +13,7 @@ the SDK's generic "Error executing tool …", never a stack trace.
 import contextlib
 import inspect
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Annotated, Any, NotRequired, Protocol
 
 import msgspec
@@ -70,6 +71,7 @@ class MemoryOps(Protocol):
         types: MemoryTypes,
         session_id: str | None,
         synthesize: bool,
+        as_of: datetime | None,
     ) -> RecallResult: ...
 
     async def remember(
@@ -100,7 +102,7 @@ class MemoryOps(Protocol):
     async def ingest(self, profile: str, messages: Turns, *, session_id: str) -> IngestResult: ...
 
     async def append(
-        self, profile: str, session_id: str, role: str, content: str
+        self, profile: str, session_id: str, role: Role, content: str
     ) -> StoredMessage: ...
 
     async def last(self, profile: str, session_id: str, n: int | None) -> MessageList: ...
@@ -187,13 +189,22 @@ def build_mcp_server(ops_for: OpsForCall) -> MCPServer:
         synthesize: Annotated[
             bool, Field(description="Also write a short answer from the memories found.")
         ] = True,
+        as_of: Annotated[
+            datetime | None,
+            Field(
+                description="ISO 8601 time to treat as now for relative dates in the query "
+                "('yesterday', 'last week'); default: the server's clock."
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         """Search a profile's long-term memory. Call it before answering anything that may
         depend on what was said, decided or preferred earlier. Returns `answer` (a short answer
-        built from the memories) and `memories`, best first: each with `id`, `type`, `content`,
-        `score`, the search `channels` that found it, and for events `event_time`; an item of
-        type "message" is a raw conversation turn that matched. Memories are current: a
-        superseded statement is not returned."""
+        from the current facts found) and `memories`, best first: each with `id`, `type`,
+        `content`, `score`, the search `channels` that found it, and for events `event_time`;
+        an item of type "message" is a raw conversation turn that matched. Memories are
+        current: a superseded statement is not returned as a memory, and a turn that only
+        says what has since been replaced is marked `stale: true`, ranked below its
+        replacement, with `superseded_by` naming the memory that holds now (see `get`)."""
         with _tool_errors():
             result = await ops_for(ctx).recall(
                 profile,
@@ -202,6 +213,7 @@ def build_mcp_server(ops_for: OpsForCall) -> MCPServer:
                 types=types,
                 session_id=session_id,
                 synthesize=synthesize,
+                as_of=as_of,
             )
         return _result(result)
 

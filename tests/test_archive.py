@@ -49,28 +49,28 @@ async def test_export_import_export_is_byte_identical_apart_from_the_name(
     assert second.counts == first.counts
 
     # Chains, provenance and timestamps are the source's, not re-derived.
-    assert await target.history("m-unittest") == await source.history("m-unittest")
-    assert [m.id for m in await target.history("m-pytest")] == [
+    assert await target.reads.history("m-unittest") == await source.reads.history("m-unittest")
+    assert [m.id for m in await target.reads.history("m-pytest")] == [
         "m-pytest",
         "m-unittest",
         "m-vitest",
     ]
-    assert await target.get_memory("m-deploy") == await source.get_memory("m-deploy")
-    assert await target.list_sessions() == await source.list_sessions()
-    assert await target.info("copy") == await source.info("copy")
-    assert await target.search_memories_text("pnpm", limit=5)  # FTS indexes the import
-    assert len(await target.pending_vectors("memory_vectors")) > 0  # vectors are recomputed
+    assert await target.reads.get_memory("m-deploy") == await source.reads.get_memory("m-deploy")
+    assert await target.reads.list_sessions() == await source.reads.list_sessions()
+    assert await target.reads.info("copy") == await source.reads.info("copy")
+    assert target.search.memories_text("pnpm", limit=5)  # FTS indexes the import
+    assert len(await target.reads.pending_vectors("memory_vectors")) > 0  # vectors are recomputed
 
 
 async def test_import_refuses_a_profile_that_holds_data(
     source: ProfileStore, tmp_path: Path
 ) -> None:
     await export_archive(source, tmp_path / "a.jsonl", profile="work")
-    before = await source.ledger_seq()
+    before = await source.reads.ledger_seq()
     with pytest.raises(ProfileNotEmpty, match="Profile 'work' is not empty") as caught:
         await import_archive(source, tmp_path / "a.jsonl", profile="work")
     assert caught.value.status == 409
-    assert await source.ledger_seq() == before
+    assert await source.reads.ledger_seq() == before
 
 
 async def test_s3_url_gzip_and_progress(
@@ -103,7 +103,7 @@ async def test_s3_url_gzip_and_progress(
         progress=lambda done, total: loaded.append((done, total)),
     )
     assert loaded[-1] == (total, total)
-    assert await target.info("x") == await source.info("x")
+    assert await target.reads.info("x") == await source.reads.info("x")
 
 
 async def test_streams_and_a_replayable_ledger(
@@ -134,8 +134,8 @@ async def test_a_truncated_archive_leaves_the_profile_empty(
     target = await open_store("dst/profile.db")
     with pytest.raises(ArchiveError, match="incomplete"):
         await import_archive(target, b"".join(lines[:-2]), profile="copy")
-    assert await target.ledger_seq() == 0
-    assert (await target.info("copy")).messages == 0
+    assert await target.reads.ledger_seq() == 0
+    assert (await target.reads.info("copy")).messages == 0
 
     with pytest.raises(ArchiveError, match="Not a raymem archive"):
         await import_archive(target, b'{"hello": "world"}\n', profile="copy")
@@ -146,3 +146,13 @@ async def test_a_truncated_archive_leaves_the_profile_empty(
     newer = msgspec.json.encode({**header, "version": 99}) + b"\n"
     with pytest.raises(ArchiveError, match="version 99"):
         await import_archive(target, newer, profile="copy")
+
+
+def test_every_archived_table_has_a_line_with_its_columns() -> None:
+    """An archive line carries exactly the columns its table restores, in order."""
+    from raymem.export.tables import ARCHIVE_TABLES
+    from raymem.store.rows import RESTORED_TABLES
+
+    assert [part.table for part in ARCHIVE_TABLES] == list(RESTORED_TABLES)
+    for part in ARCHIVE_TABLES:
+        assert part.line.__struct_fields__ == part.columns.columns, part.table

@@ -5,8 +5,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from raymem.models import rules
-from raymem.pipelines import ingest
+from raymem.pipelines import ingest, rules
 from raymem.pipelines.classify import TYPE_EXAMPLES, TypePrototypes
 from raymem.store import ProfileStore
 from raymem.types import MessageIn
@@ -96,7 +95,7 @@ async def test_ingest_dates_an_event_no_pattern_finds(store, embedded):
         MessageIn(role="user", content="My brother is a firefighter.", created_at=said),
     ]
     result = await ingest.ingest(store, "s1", turns, embed=embedded, prototypes=TypePrototypes())
-    memories = {m.content: m for m in await store.memories_by_id(result.memory_ids)}
+    memories = {m.content: m for m in await store.reads.memories_by_id(result.memory_ids)}
     trout = memories["I caught a huge trout at the lake."]
     assert (trout.type, trout.event_time) == ("event", "2026-04-15")
     brother = memories["My brother is a firefighter."]
@@ -104,13 +103,13 @@ async def test_ingest_dates_an_event_no_pattern_finds(store, embedded):
     # Classification's vectors were reused by reconciliation and stored.
     texts = [t for t in embedded.sent if t in memories]
     assert sorted(texts) == sorted(memories)
-    assert await store.pending_vectors("memory_vectors") == []
+    assert await store.reads.pending_vectors("memory_vectors") == []
 
 
 async def test_without_an_embedder_no_pattern_means_fact(store):
     turns = [MessageIn(role="user", content="I caught a huge trout at the lake.")]
     result = await ingest.ingest(store, "s1", turns, prototypes=TypePrototypes())
-    [memory] = await store.memories_by_id(result.memory_ids)
+    [memory] = await store.reads.memories_by_id(result.memory_ids)
     assert memory.type == "fact"
 
 
@@ -123,7 +122,7 @@ async def test_remember_settles_the_type_and_a_forced_type_wins(store, embedded)
         embed=embedded,
         prototypes=prototypes,
     )
-    [memory] = await store.memories_by_id([held_by])
+    [memory] = await store.reads.memories_by_id([held_by])
     assert memory.type == "event" and memory.event_time is not None
     held_by, _ = await ingest.remember(
         store,
@@ -133,5 +132,5 @@ async def test_remember_settles_the_type_and_a_forced_type_wins(store, embedded)
         embed=embedded,
         prototypes=prototypes,
     )
-    [memory] = await store.memories_by_id([held_by])
+    [memory] = await store.reads.memories_by_id([held_by])
     assert memory.type == "fact"

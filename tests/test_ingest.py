@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from openai_server import ChatServer, transcript_of
 
-from raymem.models.generator import LLMGenerator, OpenAIChat
+from raymem.models.chat import OpenAIChat
 from raymem.pipelines import extract, ingest
+from raymem.pipelines.generators import LLMGenerator
 from raymem.store import ProfileStore
 from raymem.store.connection import open_sync
 from raymem.types import MessageIn
@@ -43,7 +44,7 @@ async def test_moving_to_vienna_supersedes_budapest_and_keeps_both(store):
         store, "User moved to Vienna in May 2026", memory_id="m-new"
     )
     assert reconciled.superseded == 1 and reconciled.added == [new_id]
-    history = await store.history(new_id)
+    history = await store.reads.history(new_id)
     assert [m.content for m in history] == [
         "User lives in Budapest",
         "User moved to Vienna in May 2026",
@@ -54,19 +55,19 @@ async def test_moving_to_vienna_supersedes_budapest_and_keeps_both(store):
 
 async def test_package_manager_instruction_is_keyed_and_superseded(store):
     first = await ingest.ingest(store, "s1", [user("Use pnpm, not npm.")])
-    [pnpm] = await store.memories_by_id(first.memory_ids)
+    [pnpm] = await store.reads.memories_by_id(first.memory_ids)
     assert (pnpm.type, pnpm.topic_key) == ("instruction", "user.package_manager")
     later = APRIL_15 + timedelta(days=3)
     second = await ingest.ingest(store, "s2", [user("Actually, switch back to npm.", later)])
     assert (second.memories.added, second.memories.superseded) == (1, 1)
-    [npm] = await store.memories_by_id(second.memory_ids)
+    [npm] = await store.reads.memories_by_id(second.memory_ids)
     assert (npm.type, npm.topic_key) == ("instruction", "user.package_manager")
-    assert [m.id for m in await store.history(pnpm.id)] == [pnpm.id, npm.id]
+    assert [m.id for m in await store.reads.history(pnpm.id)] == [pnpm.id, npm.id]
 
 
 async def test_yesterday_becomes_an_absolute_event_date(store):
     result = await ingest.ingest(store, "s1", [user("We deployed v2.3 yesterday.")])
-    [event] = await store.memories_by_id(result.memory_ids)
+    [event] = await store.reads.memories_by_id(result.memory_ids)
     assert (event.type, event.event_time) == ("event", "2026-04-14")
 
 
@@ -91,7 +92,7 @@ async def test_reingesting_adds_nothing(store):
     assert first.memories.added == 12  # the detail pass merged with the full pass
     assert again.messages.duplicates == 12 and again.memories.added == 0
     assert again.memory_ids == []
-    assert (await store.info("p")).memories == 12
+    assert (await store.reads.info("p")).memories == 12
 
 
 async def test_tasks_are_found_by_full_text_and_never_vectorised(store, embed):
@@ -104,11 +105,11 @@ async def test_tasks_are_found_by_full_text_and_never_vectorised(store, embed):
         ],
         embed=embed,
     )
-    memories = await store.memories_by_id(result.memory_ids)
+    memories = await store.reads.memories_by_id(result.memory_ids)
     task = next(m for m in memories if m.type == "task")
-    [seq] = await store.search_memories_text('"kestrel"', limit=5)
-    assert (await store.memories_by_seq([seq]))[seq].id == task.id
-    assert await store.pending_vectors("memory_vectors") == []  # the fact's vector is stored
+    [seq] = store.search.memories_text('"kestrel"', limit=5)
+    assert (store.search.memories_by_seq([seq]))[seq].id == task.id
+    assert await store.reads.pending_vectors("memory_vectors") == []  # the fact's vector is stored
     conn = open_sync(store.path)
     try:
         vectorised = conn.execute(
@@ -148,7 +149,7 @@ def test_sixty_messages_are_chunked_with_a_two_message_overlap():
 
 async def test_sixty_messages_ingest_once_despite_the_overlap(store):
     result = await ingest.ingest(store, "s1", conversation(60, size=900))
-    contents = [m.content for m in (await store.list_memories(limit=10_000))[0]]
+    contents = [m.content for m in (await store.reads.list_memories(limit=10_000))[0]]
     assert result.memories.added == len(contents) == len(set(contents))
     assert result.memories.duplicates == 0
 
@@ -181,7 +182,7 @@ async def test_verification_drops_unsupported_items_and_corrects_citations(store
     with server.running():
         generator = LLMGenerator(OpenAIChat(server.base_url, "m"), name="openai")
         result = await ingest.ingest(store, "s1", turns, generator=generator)
-    [memory] = await store.memories_by_id(result.memory_ids)
+    [memory] = await store.reads.memories_by_id(result.memory_ids)
     assert memory.content == "User paid 40 euros for the locksmith"
     assert memory.event_time == "2026-04-14"  # from "Yesterday" in the supporting line
     ids = [row.id for row in ingest.build_messages("s1", turns)]
@@ -194,7 +195,7 @@ async def test_a_malformed_answer_degrades_to_rules_for_that_chunk(store, caplog
         generator = LLMGenerator(OpenAIChat(server.base_url, "m"), name="openai")
         result = await ingest.ingest(store, "s1", [user("Use pnpm, not npm.")], generator=generator)
     assert result.memories.added == 1
-    [memory] = await store.memories_by_id(result.memory_ids)
+    [memory] = await store.reads.memories_by_id(result.memory_ids)
     assert memory.topic_key == "user.package_manager"
     assert "using rules" in caplog.text and len(server.requests) == 1
 
@@ -219,7 +220,7 @@ async def test_neighbour_gate_adds_unrelated_and_skips_near_duplicates(store, em
         store, "My grandmother grows tomatoes in Lisbon.", memory_id="c", embed=embed
     )
     assert other.added == ["c"]
-    assert await store.pending_vectors("memory_vectors") == []  # stored during reconciliation
+    assert await store.reads.pending_vectors("memory_vectors") == []  # stored during reconciliation
 
 
 async def test_ingest_reports_the_time_of_each_stage(store, embed):
@@ -242,27 +243,27 @@ async def test_consolidating_a_session_extracts_appended_turns(store):
         await writer.insert_messages(rows)
     reconciled = await ingest.consolidate_session(store, "s1")
     assert len(reconciled.added) == 1
-    assert (await store.get_session("s1")).consolidated_at is not None
+    assert (await store.reads.get_session("s1")).consolidated_at is not None
     assert (await ingest.consolidate_session(store, "s1")).added == []
 
 
 async def test_a_memory_is_embedded_by_its_content_alone(store, embed):
     """The vector a memory gets is its content's, whether reconciliation or the vectoriser made it."""
     first = await ingest.ingest(store, "s1", [user("I keep bees on the library roof.")])
-    [bees] = await store.memories_by_id(first.memory_ids)
+    [bees] = await store.reads.memories_by_id(first.memory_ids)
     conn = open_sync(store.path)
     try:
         [(questions,)] = conn.execute("SELECT search_queries FROM memories").fetchall()
     finally:
         conn.close()
     assert "?" in questions  # it has questions; full-text search uses them, vectors do not
-    [(seq, text)] = await store.pending_vectors("memory_vectors")
+    [(seq, text)] = await store.reads.pending_vectors("memory_vectors")
     assert text == bees.content
     second = await ingest.ingest(
         store, "s2", [user("My sister restores old sailing boats in Gdansk.")], embed=embed
     )
-    [boats] = await store.memories_by_id(second.memory_ids)
-    assert await store.pending_vectors("memory_vectors") == [(seq, bees.content)]
+    [boats] = await store.reads.memories_by_id(second.memory_ids)
+    assert await store.reads.pending_vectors("memory_vectors") == [(seq, bees.content)]
     [query] = await embed([boats.content])
-    [(hit, distance)] = await store.search_vectors("memory_vectors", query, limit=1)
-    assert (await store.memories_by_seq([hit]))[hit].id == boats.id and distance < 0.01
+    [(hit, distance)] = await store.search.vectors("memory_vectors", query, limit=1)
+    assert (store.search.memories_by_seq([hit]))[hit].id == boats.id and distance < 0.01

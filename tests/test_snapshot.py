@@ -42,7 +42,7 @@ async def content(store: ProfileStore, *, drop: tuple[str, ...] = ()) -> list[di
 
 
 async def ledger(store: ProfileStore) -> list[tuple[int, str, str, str]]:
-    return await store.ledger_entries(0, limit=100_000)
+    return await store.reads.ledger_entries(0, limit=100_000)
 
 
 async def test_snapshot_restore_round_trip(
@@ -51,15 +51,15 @@ async def test_snapshot_restore_round_trip(
     source = await open_store("src/profile.db")
     await fill_profile(source, 1)
     await fill_profile(source, 2)
-    pending = await source.pending_vectors("memory_vectors")
+    pending = await source.reads.pending_vectors("memory_vectors")
     vector = np.linspace(-1, 1, 384, dtype=np.float32)
     async with source.write() as writer:
         await writer.set_vectors("memory_vectors", [(pending[0][0], vector)])
 
     manifest = await take_snapshot(source, object_store, T, P)
 
-    info = await source.info(P)
-    assert manifest.ledger_seq == await source.ledger_seq() > 0
+    info = await source.reads.info(P)
+    assert manifest.ledger_seq == await source.reads.ledger_seq() > 0
     assert manifest.key == f"raymem/alice/p1/snapshots/{manifest.ledger_seq:020d}"
     assert manifest.counts == {
         "messages": info.messages,
@@ -72,12 +72,12 @@ async def test_snapshot_restore_round_trip(
     assert (await restore_latest(object_store, T, P, restored_path)) == manifest
     assert not list(restored_path.parent.glob(".restore-*"))  # temporary files are gone
     restored = await open_store(restored_path)
-    assert await restored.info(P) == info
+    assert await restored.reads.info(P) == info
     assert await content(restored) == await content(source)
     assert await ledger(restored) == await ledger(source)
     # The indexes came along: FTS5 and the sqlite-vec table answer on the restored file.
-    assert await restored.search_memories_text("pnpm", limit=5)
-    assert (await restored.search_vectors("memory_vectors", vector, limit=1))[0][0] == pending[0][0]
+    assert restored.search.memories_text("pnpm", limit=5)
+    assert (await restored.search.vectors("memory_vectors", vector, limit=1))[0][0] == pending[0][0]
 
 
 async def test_unchanged_profile_is_not_snapshotted_twice_and_retention_prunes(
@@ -148,25 +148,25 @@ async def test_shipped_ledger_replayed_onto_an_older_snapshot_gives_the_newer_st
     await shipper.flush()
     snapshot = await take_snapshot(source, object_store, T, P)
     await fill_profile(source, 2)  # supersessions, a forget and a session end after it
-    assert await shipper.flush() == await source.ledger_seq()
+    assert await shipper.flush() == await source.reads.ledger_seq()
 
     segments = await list_segments(object_store, T, P)
-    assert segments[0].first_seq == 1 and segments[-1].last_seq == await source.ledger_seq()
+    assert segments[0].first_seq == 1 and segments[-1].last_seq == await source.reads.ledger_seq()
     assert all(a.last_seq + 1 == b.first_seq for a, b in itertools.pairwise(segments))
 
     target = tmp_path / "dst" / "profile.db"
     await restore_latest(object_store, T, P, target)
     restored = await open_store(target)
-    assert await restored.ledger_seq() == snapshot.ledger_seq
+    assert await restored.reads.ledger_seq() == snapshot.ledger_seq
     applied = await replay_ledger(restored, object_store, T, P)
 
-    assert applied == await source.ledger_seq() - snapshot.ledger_seq
+    assert applied == await source.reads.ledger_seq() - snapshot.ledger_seq
     assert await ledger(restored) == await ledger(source)
     # every column, ingested_at and the extracted flag included, comes back exactly
     assert await content(restored) == await content(source)
-    chain = [m.id for m in await restored.history("m-vitest")]
+    chain = [m.id for m in await restored.reads.history("m-vitest")]
     assert chain == ["m-pytest", "m-unittest", "m-vitest"]
-    assert (await restored.get_memory("m-deploy")).forgotten_at is not None
+    assert (await restored.reads.get_memory("m-deploy")).forgotten_at is not None
     assert await replay_ledger(restored, object_store, T, P) == 0  # idempotent
 
 
@@ -183,7 +183,7 @@ async def test_replay_refuses_a_gap(
     empty = await open_store("empty/profile.db")
     with pytest.raises(LedgerGap, match="starts at 4"):
         await replay_ledger(empty, object_store, T, P)
-    assert await empty.ledger_seq() == 0
+    assert await empty.reads.ledger_seq() == 0
 
 
 async def test_background_shipping_within_the_interval(
@@ -195,7 +195,7 @@ async def test_background_shipping_within_the_interval(
     try:
         await fill_profile(store, 1)
         shipper.notify()
-        seq = await store.ledger_seq()
+        seq = await store.reads.ledger_seq()
         for _ in range(200):  # poll, at most about 5 s
             segments = await list_segments(object_store, T, P)
             if segments and segments[-1].last_seq == seq:
@@ -227,8 +227,8 @@ async def test_open_restored_rebuilds_a_lost_local_file(
     )
     try:
         assert report.source == "snapshot" and report.snapshot_seq == snapshot.ledger_seq
-        assert report.ledger_seq == await source.ledger_seq()
-        assert await store.info(P) == await source.info(P)
+        assert report.ledger_seq == await source.reads.ledger_seq()
+        assert await store.reads.info(P) == await source.reads.info(P)
     finally:
         await store.close()
 

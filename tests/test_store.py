@@ -9,7 +9,8 @@ from raymem.errors import MemoryNotFound
 from raymem.pipelines import ingest
 from raymem.store import ProfileStore, message_id, to_db_time, utc_now
 from raymem.store.connection import open_sync
-from raymem.store.store import CONTEXT_CHARS
+from raymem.store.reads import CONTEXT_CHARS
+from raymem.store.schema import SCHEMA_VERSION
 from raymem.types import MessageIn
 
 DIM = 8
@@ -29,7 +30,7 @@ def turns(*contents: str, role: str = "user") -> list[MessageIn]:
 async def test_new_file_has_schema_wal_and_version(store, tmp_path):
     conn = open_sync(store.path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
     finally:
@@ -43,8 +44,31 @@ async def test_new_file_has_schema_wal_and_version(store, tmp_path):
         "message_vectors",
         "ledger",
         "sessions",
+        "memory_sources",
     ):
         assert table in tables
+
+
+async def test_a_version_1_file_gains_the_sources_of_its_memories(tmp_path):
+    store = await ProfileStore.open(tmp_path / "old.db", dim=DIM)
+    await ingest.ingest(store, "s1", [MessageIn(role="user", content="I live in Lyon.")])
+    [memory] = (await store.reads.list_memories())[0]
+    await store.close()
+    conn = open_sync(tmp_path / "old.db", read_only=False)  # back to the version 1 layout
+    conn.executescript(
+        "DROP TRIGGER memory_sources_insert; DROP TRIGGER memory_sources_update;"
+        " DROP TRIGGER memory_sources_delete; DROP TABLE memory_sources;"
+        " DROP INDEX memories_by_event_time; PRAGMA user_version = 1;"
+    )
+    conn.close()
+
+    reopened = await ProfileStore.open(tmp_path / "old.db", dim=DIM)
+    try:
+        states = reopened.search.turn_memories(memory.source_message_ids)
+    finally:
+        await reopened.close()
+
+    assert [state.id for state in states[memory.source_message_ids[0]]] == [memory.id]
 
 
 async def test_reopening_with_another_dimension_is_refused(store, tmp_path):
@@ -70,34 +94,34 @@ async def test_reingesting_a_conversation_stores_nothing_new(store):
     assert first.memories.added == 2
     assert (again.messages.stored, again.messages.duplicates) == (0, 2)
     assert again.memories.added == 0 and again.memory_ids == []
-    info = await store.info("p")
+    info = await store.reads.info("p")
     assert (info.messages, info.memories, info.sessions) == (2, 2, 1)
 
 
 async def test_full_text_search_over_memories_and_messages(store):
     await ingest.ingest(store, "s1", turns("Our staging database is called orchid-42 today."))
-    memory_seqs = await store.search_memories_text('"orchid"', limit=5)
-    message_seqs = await store.search_messages_text('"orchid"', limit=5)
+    memory_seqs = store.search.memories_text('"orchid"', limit=5)
+    message_seqs = store.search.messages_text('"orchid"', limit=5)
     assert len(memory_seqs) == 1 and len(message_seqs) == 1
-    memories = await store.memories_by_seq(memory_seqs)
+    memories = store.search.memories_by_seq(memory_seqs)
     assert "orchid-42" in memories[memory_seqs[0]].content
-    assert await store.search_memories_text('"tulip"', limit=5) == []
+    assert store.search.memories_text('"tulip"', limit=5) == []
 
 
 async def test_vector_search_orders_by_cosine_distance(store):
     await ingest.ingest(
         store, "s1", turns("The first statement is here.", "The second one is here.")
     )
-    pending = await store.pending_vectors("message_vectors")
+    pending = await store.reads.pending_vectors("message_vectors")
     assert len(pending) == 2
     basis = np.eye(DIM, dtype=np.float32)
     async with store.write() as writer:
         await writer.set_vectors(
             "message_vectors", [(pending[0][0], basis[0]), (pending[1][0], basis[1])]
         )
-    assert await store.pending_vectors("message_vectors") == []
+    assert await store.reads.pending_vectors("message_vectors") == []
     query = basis[1] * 0.9 + basis[0] * 0.1
-    hits = await store.search_vectors("message_vectors", query, limit=2)
+    hits = await store.search.vectors("message_vectors", query, limit=2)
     assert [seq for seq, _ in hits] == [pending[1][0], pending[0][0]]
     assert hits[0][1] < hits[1][1]
 
@@ -108,25 +132,25 @@ async def test_same_topic_key_supersedes_and_keeps_the_chain(store):
         store, "I moved to Vienna in May 2026.", memory_id="m-new"
     )
     assert reconciled.superseded == 1
-    old = await store.get_memory(old_id)
+    old = await store.reads.get_memory(old_id)
     assert old.superseded_by == new_id
-    chain = await store.history(old_id)
+    chain = await store.reads.history(old_id)
     assert [m.id for m in chain] == [old_id, new_id]
-    assert [m.id for m in await store.history(new_id)] == [old_id, new_id]
-    current, _ = await store.list_memories()
+    assert [m.id for m in await store.reads.history(new_id)] == [old_id, new_id]
+    current, _ = await store.reads.list_memories()
     assert [m.id for m in current] == [new_id]
-    everything, _ = await store.list_memories(include_superseded=True)
+    everything, _ = await store.reads.list_memories(include_superseded=True)
     assert {m.id for m in everything} == {old_id, new_id}
 
 
 async def test_superseded_memory_loses_its_vector(store):
     await ingest.remember(store, "I live in Budapest.", memory_id="m-old")
-    [(seq, _)] = await store.pending_vectors("memory_vectors")
+    [(seq, _)] = await store.reads.pending_vectors("memory_vectors")
     async with store.write() as writer:
         await writer.set_vectors("memory_vectors", [(seq, np.ones(DIM))])
-    assert len(await store.search_vectors("memory_vectors", np.ones(DIM), limit=5)) == 1
+    assert len(await store.search.vectors("memory_vectors", np.ones(DIM), limit=5)) == 1
     await ingest.remember(store, "I moved to Vienna.", memory_id="m-new")
-    assert await store.search_vectors("memory_vectors", np.ones(DIM), limit=5) == []
+    assert await store.search.vectors("memory_vectors", np.ones(DIM), limit=5) == []
 
 
 async def test_forget_hides_a_memory_but_keeps_it_readable(store):
@@ -134,12 +158,12 @@ async def test_forget_hides_a_memory_but_keeps_it_readable(store):
     async with store.write() as writer:
         assert await writer.forget(memory_id) is True
         assert await writer.forget("nope") is False
-    forgotten = await store.get_memory(memory_id)
+    forgotten = await store.reads.get_memory(memory_id)
     assert forgotten.forgotten_at is not None
-    assert (await store.list_memories())[0] == []
-    assert await store.search_memories_text('"locker"', limit=5) == []
+    assert (await store.reads.list_memories())[0] == []
+    assert store.search.memories_text('"locker"', limit=5) == []
     with pytest.raises(MemoryNotFound):
-        await store.get_memory("nope")
+        await store.reads.get_memory("nope")
 
 
 async def test_list_pages_with_a_cursor_newest_first(store):
@@ -149,7 +173,7 @@ async def test_list_pages_with_a_cursor_newest_first(store):
         )
     seen, cursor = [], None
     while True:
-        page, cursor = await store.list_memories(limit=3, before_seq=cursor)
+        page, cursor = await store.reads.list_memories(limit=3, before_seq=cursor)
         seen.extend(m.id for m in page)
         if cursor is None:
             break
@@ -162,9 +186,9 @@ async def test_a_failed_transaction_writes_nothing(store):
         async with store.write() as writer:
             await writer.insert_messages(rows)
             raise RuntimeError("boom")
-    info = await store.info("p")
+    info = await store.reads.info("p")
     assert info.messages == 0 and info.sessions == 0
-    assert await store.ledger_seq() == 0
+    assert await store.reads.ledger_seq() == 0
 
 
 async def test_every_mutation_is_in_the_ledger(store):
@@ -180,9 +204,9 @@ async def test_every_mutation_is_in_the_ledger(store):
 
 async def test_session_turns_come_back_oldest_first(store):
     await ingest.ingest(store, "s1", turns("one two three", "four five six", "seven eight nine"))
-    last_two = await store.session_messages("s1", last=2)
+    last_two = await store.reads.session_messages("s1", last=2)
     assert [m.content for _, m in last_two] == ["four five six", "seven eight nine"]
-    [session] = await store.list_sessions()
+    [session] = await store.reads.list_sessions()
     assert session.id == "s1" and session.message_count == 3
 
 
@@ -200,9 +224,9 @@ async def test_retention_purges_only_old_turns_and_keeps_memories(store):
         assert await writer.purge_messages(to_db_time(utc_now() - timedelta(days=90))) == 0
         purged = await writer.purge_messages(cutoff)
     assert purged == 1
-    assert await store.search_messages_text('"greyhound"', limit=5) == []
-    assert len(await store.search_messages_text('"cello"', limit=5)) == 1
-    memories, _ = await store.list_memories()
+    assert store.search.messages_text('"greyhound"', limit=5) == []
+    assert len(store.search.messages_text('"cello"', limit=5)) == 1
+    memories, _ = await store.reads.list_memories()
     assert {m.content for m in memories} == {
         "I adopted a greyhound named Comet.",
         "I started learning the cello.",
@@ -221,10 +245,10 @@ async def test_deleting_a_session_removes_turns_and_forgets_its_memories(store):
     async with store.write() as writer:
         assert await writer.delete_session("a") == (1, 1)
         assert await writer.delete_session("nope") == (0, 0)
-    assert [s.id for s in await store.list_sessions()] == ["b"]
-    memories, _ = await store.list_memories()
+    assert [s.id for s in await store.reads.list_sessions()] == ["b"]
+    memories, _ = await store.reads.list_memories()
     assert [m.content for m in memories] == ["My dog is named Pixel."]
-    assert await store.search_messages_text('"tofu"', limit=5) == []
+    assert store.search.messages_text('"tofu"', limit=5) == []
 
 
 async def test_a_turn_is_embedded_with_the_start_of_the_turns_before_it(store):
@@ -232,7 +256,7 @@ async def test_a_turn_is_embedded_with_the_start_of_the_turns_before_it(store):
         store, "a", turns("Hi Mel!", "Which animals do you like?", "I'm drawn to turtles.")
     )
     await ingest.ingest(store, "b", turns("A new conversation starts here."))
-    texts = [text for _, text in await store.pending_vectors("message_vectors")]
+    texts = [text for _, text in await store.reads.pending_vectors("message_vectors")]
     assert texts == [
         "Hi Mel!",
         "Which animals do you like?\nHi Mel!",
@@ -240,32 +264,22 @@ async def test_a_turn_is_embedded_with_the_start_of_the_turns_before_it(store):
         "A new conversation starts here.",  # nothing from session a
     ]
     await ingest.ingest(store, "c", turns("x" * 1000, "Short reply."))
-    last = (await store.pending_vectors("message_vectors"))[-1][1]
+    last = (await store.reads.pending_vectors("message_vectors"))[-1][1]
     assert last == "Short reply.\n" + "x" * CONTEXT_CHARS  # only the start of a long turn
 
 
 async def test_storing_a_vector_twice_replaces_it(store):
     # the background vectoriser and an ingest can both embed one row
     await ingest.ingest(store, "s1", turns("A turn embedded twice."))
-    [(seq, _)] = await store.pending_vectors("message_vectors")
+    [(seq, _)] = await store.reads.pending_vectors("message_vectors")
     basis = np.eye(DIM, dtype=np.float32)
     for vector in (basis[0], basis[1]):
         async with store.write() as writer:
             await writer.set_vectors("message_vectors", [(seq, vector)])
-    [(found, distance)] = await store.search_vectors("message_vectors", basis[1], limit=5)
+    [(found, distance)] = await store.search.vectors("message_vectors", basis[1], limit=5)
     assert found == seq and distance == pytest.approx(0.0, abs=1e-6)
     conn = open_sync(store.path)
     try:
         assert conn.execute("SELECT count(*) FROM message_vectors").fetchone()[0] == 1
     finally:
         conn.close()
-
-
-async def test_latest_activity_follows_each_new_session(store):
-    assert await store.latest_activity() is None
-    april, may = datetime(2026, 4, 1, tzinfo=UTC), datetime(2026, 5, 1, tzinfo=UTC)
-    await ingest.ingest(store, "a", [MessageIn(role="user", content="Hi.", created_at=april)])
-    assert await store.latest_activity() == april
-    assert await store.latest_activity() == april  # kept, not read again
-    await ingest.ingest(store, "b", [MessageIn(role="user", content="Back.", created_at=may)])
-    assert await store.latest_activity() == may  # the commit made the kept answer stale

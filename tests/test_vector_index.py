@@ -112,23 +112,23 @@ async def test_store_search_follows_commits_and_ignores_rollbacks(tmp_path):
         await ingest.ingest(
             store, "s1", [MessageIn(role="user", content=f"Turn number {i}.") for i in range(3)]
         )
-        pending = await store.pending_vectors("message_vectors")
+        pending = await store.reads.pending_vectors("message_vectors")
         basis = np.eye(DIM, dtype=np.float32)
-        assert await store.search_vectors("message_vectors", basis[0], limit=5) == []
+        assert await store.search.vectors("message_vectors", basis[0], limit=5) == []
         async with store.write() as writer:
             await writer.set_vectors("message_vectors", [(pending[0][0], basis[0])])
-        assert [s for s, _ in await store.search_vectors("message_vectors", basis[0], limit=5)] == [
+        assert [s for s, _ in await store.search.vectors("message_vectors", basis[0], limit=5)] == [
             pending[0][0]
         ]
         with pytest.raises(RuntimeError):
             async with store.write() as writer:
                 await writer.set_vectors("message_vectors", [(pending[1][0], basis[1])])
                 raise RuntimeError("rolled back")
-        hits = await store.search_vectors("message_vectors", basis[1], limit=5)
+        hits = await store.search.vectors("message_vectors", basis[1], limit=5)
         assert [s for s, _ in hits] == [pending[0][0]]  # the rolled-back vector is absent
         async with store.write() as writer:
             await writer.delete_session("s1")
-        assert await store.search_vectors("message_vectors", basis[0], limit=5) == []
+        assert await store.search.vectors("message_vectors", basis[0], limit=5) == []
     finally:
         await store.close()
 
@@ -142,20 +142,20 @@ async def test_a_reopened_store_reads_its_vectors_back(tmp_path):
         await ingest.ingest(
             store, "s1", [MessageIn(role="user", content=f"Fact number {i}.") for i in range(40)]
         )
-        pending = await store.pending_vectors("message_vectors")
+        pending = await store.reads.pending_vectors("message_vectors")
         seqs = [seq for seq, _ in pending]
         # commits while the index is being read are not lost: start the read, then write
         warming = asyncio.ensure_future(store.warm_vector_indexes())
         async with store.write() as writer:
             await writer.set_vectors("message_vectors", list(zip(seqs, vectors, strict=True)))
         await warming
-        before = await store.search_vectors("message_vectors", vectors[5], limit=3)
+        before = await store.search.vectors("message_vectors", vectors[5], limit=3)
         assert before[0][0] == seqs[5]
     finally:
         await store.close()
     reopened = await ProfileStore.open(path, dim=DIM)
     try:
-        assert await reopened.search_vectors("message_vectors", vectors[5], limit=3) == before
+        assert await reopened.search.vectors("message_vectors", vectors[5], limit=3) == before
     finally:
         await reopened.close()
     assert len(read_index(path, "message_vectors", DIM)) == 40
@@ -168,12 +168,12 @@ async def test_vectors_of_another_model_are_dropped_and_queued_again(tmp_path):
     async def vectorised_count(embedder: str) -> tuple[int, int]:
         store = await ProfileStore.open(path, dim=DIM, embedder=embedder)
         try:
-            pending = await store.pending_vectors("message_vectors")
+            pending = await store.reads.pending_vectors("message_vectors")
             if pending and embedder == "model-a":
                 async with store.write() as writer:
                     await writer.set_vectors("message_vectors", [(pending[0][0], basis[0])])
-                pending = await store.pending_vectors("message_vectors")
-            found = await store.search_vectors("message_vectors", basis[0], limit=5)
+                pending = await store.reads.pending_vectors("message_vectors")
+            found = await store.search.vectors("message_vectors", basis[0], limit=5)
             return len(found), len(pending)
         finally:
             await store.close()

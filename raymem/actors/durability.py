@@ -106,7 +106,7 @@ class Durability:
 
     async def snapshot_if_changed(self) -> None:
         assert self._store is not None
-        if await self._store.ledger_seq() != self._snapshot_seq:
+        if await self._store.reads.ledger_seq() != self._snapshot_seq:
             await self.snapshot()
 
     async def _snapshot_periodically(self) -> None:

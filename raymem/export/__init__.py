@@ -5,7 +5,6 @@ No Ray imports: the profile actor and the CLI call these functions.
 
 from raymem.export.archive import (
     ArchiveError,
-    Header,
     ProfileNotEmpty,
     export_archive,
     import_archive,
@@ -30,6 +29,7 @@ from raymem.export.snapshot import (
     restore_latest,
     take_snapshot,
 )
+from raymem.export.tables import Header
 
 __all__ = [
     "DEFAULT_RETENTION",

@@ -17,80 +17,33 @@ import os
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Union
 
 import msgspec
 
 from raymem.errors import Conflict, InvalidRequest
 from raymem.export.objectstore import ObjectStore, parse_s3_url
+from raymem.export.tables import (
+    ARCHIVE_FORMAT,
+    ARCHIVE_TABLES,
+    ARCHIVE_VERSION,
+    COUNTED_TABLES,
+    ArchiveTable,
+    Counts,
+    Header,
+    Line,
+)
 from raymem.store import ProfileStore, StoreWriter, to_db_time, utc_now
 from raymem.store.connection import open_connection
-from raymem.types import Name
+from raymem.store.replay import restore_rows
+from raymem.store.rows import carried_value
 
-ARCHIVE_FORMAT = "raymem-archive"
-ARCHIVE_VERSION = 1
 BATCH_ROWS = 500
 
 # progress(done, total): rows written or read so far, and rows in the archive.
 Progress = Callable[[int, int], None]
 Source = str | Path | BinaryIO | bytes
 Destination = str | Path | BinaryIO
-
-
-class Line(msgspec.Struct, kw_only=True, tag_field="kind", forbid_unknown_fields=True):
-    """One line of an archive."""
-
-
-class Counts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    sessions: int
-    messages: int
-    memories: int  # every version, superseded and forgotten ones included
-
-
-class Header(Line, tag="header", kw_only=True):
-    format: str = ARCHIVE_FORMAT
-    version: int = ARCHIVE_VERSION
-    profile: str
-    ledger_seq: int  # the source's ledger seq when the archive was written
-    counts: Counts
-
-
-class SessionLine(Line, tag="session", kw_only=True):
-    id: Name  # names become API paths: an archive cannot smuggle in '../x'
-
-    started_at: str
-    ended_at: str | None
-    consolidated_at: str | None
-
-
-class MessageLine(Line, tag="message", kw_only=True):
-    id: str
-    session_id: Name
-    role: str
-    content: str
-    created_at: str
-    ingested_at: str
-    extracted: bool
-
-
-class MemoryLine(Line, tag="memory", kw_only=True):
-    id: str
-    type: str
-    content: str
-    topic_key: str | None
-    event_time: str | None
-    importance: float
-    confidence: float
-    session_id: Name | None
-    source_message_ids: list[str]
-    source_spans: list[tuple[int, int]]
-    search_queries: list[str]
-    created_at: str
-    superseded_by: str | None
-    forgotten_at: str | None
-
-
-RowLine = SessionLine | MessageLine | MemoryLine
 
 
 class ArchiveError(InvalidRequest):
@@ -115,39 +68,29 @@ class ProfileNotEmpty(Conflict):
 
 _encoder = msgspec.json.Encoder()
 _header_decoder = msgspec.json.Decoder(Header)
-_row_decoder = msgspec.json.Decoder(RowLine)
-
-# (table, rowid column, columns, line type): what each part of the archive is read from.
-_PARTS: list[tuple[str, str, str, type[RowLine]]] = [
-    ("sessions", "rowid", "id, started_at, ended_at, consolidated_at", SessionLine),
-    (
-        "messages",
-        "seq",
-        "id, session_id, role, content, created_at, ingested_at, extracted",
-        MessageLine,
-    ),
-    (
-        "memories",
-        "seq",
-        "id, type, content, topic_key, event_time, importance, confidence, session_id,"
-        " source_message_ids, source_spans, search_queries, created_at, superseded_by,"
-        " forgotten_at",
-        MemoryLine,
-    ),
-]
+_row_decoder: msgspec.json.Decoder[Line] = msgspec.json.Decoder(
+    Union[tuple(part.line for part in ARCHIVE_TABLES)]  # noqa: UP007
+)
+_PART_OF_LINE: dict[type[Line], ArchiveTable] = {part.line: part for part in ARCHIVE_TABLES}
 
 
-def _line(kind: type[RowLine], row: tuple[Any, ...]) -> RowLine:
-    """A row of ``_PARTS`` (columns in field order) as its archive line."""
-    fields = dict(zip(kind.__struct_fields__, row, strict=True))
-    if kind is MessageLine:
-        fields["extracted"] = bool(fields["extracted"])
-    elif kind is MemoryLine:
-        fields["source_message_ids"] = msgspec.json.decode(fields["source_message_ids"])
-        fields["source_spans"] = msgspec.json.decode(fields["source_spans"])
-        queries = fields["search_queries"]
-        fields["search_queries"] = queries.split("\n") if queries else []
-    return kind(**fields)
+def _line(part: ArchiveTable, row: tuple[Any, ...]) -> Line:
+    """A row of ``part``'s columns, in order, as its archive line."""
+    spec = part.columns
+    fields = {
+        column: carried_value(spec, column, value)
+        for column, value in zip(spec.columns, row, strict=True)
+    }
+    return part.line(**fields)
+
+
+def _counts(rows: dict[str, int]) -> Counts:
+    other = {table: count for table, count in rows.items() if table not in COUNTED_TABLES}
+    return Counts(**{table: rows.get(table, 0) for table in COUNTED_TABLES}, other=other)
+
+
+def _total(counts: Counts) -> int:
+    return counts.sessions + counts.messages + counts.memories + sum(counts.other.values())
 
 
 def _store_path(source: ProfileStore | str | Path) -> Path:
@@ -170,28 +113,31 @@ async def iter_archive(
     conn = await open_connection(_store_path(source), read_only=True)
     try:
         await conn.execute("BEGIN")  # one read snapshot for every query below
-        async with conn.execute(
-            "SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM messages),"
-            " (SELECT count(*) FROM memories), (SELECT coalesce(max(seq), 0) FROM ledger)"
-        ) as cursor:
-            sessions, messages, memories, seq = await cursor.fetchone()
-        counts = Counts(sessions=sessions, messages=messages, memories=memories)
+        rows: dict[str, int] = {}
+        for part in ARCHIVE_TABLES:
+            found = await conn.execute_fetchall(f"SELECT count(*) FROM {part.table}")
+            rows[part.table] = next(iter(found))[0]
+        found = await conn.execute_fetchall("SELECT coalesce(max(seq), 0) FROM ledger")
+        seq = next(iter(found))[0]
+        counts = _counts(rows)
         yield _encoder.encode(Header(profile=profile, ledger_seq=seq, counts=counts)) + b"\n"
-        total, done = sessions + messages + memories, 0
-        for table, rowid, columns, kind in _PARTS:
+        total, done = _total(counts), 0
+        for part in ARCHIVE_TABLES:
+            columns = ", ".join(part.columns.columns)
             after = 0
             while True:
-                async with conn.execute(
-                    f"SELECT {rowid}, {columns} FROM {table} WHERE {rowid} > ?"
-                    f" ORDER BY {rowid} LIMIT ?",
-                    (after, BATCH_ROWS),
-                ) as cursor:
-                    rows = list(await cursor.fetchall())
-                if not rows:
+                batch = list(
+                    await conn.execute_fetchall(
+                        f"SELECT {part.order_by}, {columns} FROM {part.table}"
+                        f" WHERE {part.order_by} > ? ORDER BY {part.order_by} LIMIT ?",
+                        (after, BATCH_ROWS),
+                    )
+                )
+                if not batch:
                     break
-                after = rows[-1][0]
-                yield b"".join(_encoder.encode(_line(kind, tuple(r[1:]))) + b"\n" for r in rows)
-                done += len(rows)
+                after = batch[-1][0]
+                yield b"".join(_encoder.encode(_line(part, tuple(r[1:]))) + b"\n" for r in batch)
+                done += len(batch)
                 if progress is not None:
                     progress(done, total)
         await conn.execute("ROLLBACK")
@@ -295,22 +241,21 @@ class _LedgerChunks:
 
     def __init__(self, writer: StoreWriter, header: Header) -> None:
         self.writer, self.header = writer, header
-        rows = header.counts.sessions + header.counts.messages + header.counts.memories
-        self.size = max(BATCH_ROWS, math.ceil(rows / max(header.ledger_seq, 1)))
-        self.rows: dict[str, list[RowLine]] = {"sessions": [], "messages": [], "memories": []}
-        self.pending: dict[str, list[RowLine]] | None = None
+        self.size = max(BATCH_ROWS, math.ceil(_total(header.counts) / max(header.ledger_seq, 1)))
+        self.rows: dict[str, list[Line]] = _by_table()
+        self.pending: dict[str, list[Line]] | None = None
         self.last_seq = 0
 
-    async def add(self, table: str, line: RowLine) -> None:
+    async def add(self, table: str, line: Line) -> None:
         self.rows[table].append(line)
         if sum(map(len, self.rows.values())) >= self.size:
             await self._rotate()
 
     async def _rotate(self) -> None:
         if self.pending is not None:
-            self.last_seq = await self.writer.log("import", self.pending)
+            self.last_seq = await self.writer.log("import", _nonempty(self.pending))
         self.pending = self.rows
-        self.rows = {"sessions": [], "messages": [], "memories": []}
+        self.rows = _by_table()
 
     async def finish(self) -> None:
         if any(self.rows.values()):
@@ -318,12 +263,18 @@ class _LedgerChunks:
         if self.pending is None:
             return
         source = {"profile": self.header.profile, "ledger_seq": self.header.ledger_seq}
-        payload = msgspec.json.encode({**self.pending, "source": source}).decode()
+        payload = msgspec.json.encode({**_nonempty(self.pending), "source": source}).decode()
         seq = max(self.header.ledger_seq, self.last_seq + 1)
         await self.writer.append_ledger(seq, to_db_time(utc_now()), "import", payload)
 
 
-_TABLE_OF = {SessionLine: "sessions", MessageLine: "messages", MemoryLine: "memories"}
+def _by_table() -> dict[str, list[Line]]:
+    return {part.table: [] for part in ARCHIVE_TABLES}
+
+
+def _nonempty(rows: dict[str, list[Line]]) -> dict[str, list[Line]]:
+    """The core tables always (as older versions wrote them), other tables when they hold rows."""
+    return {table: lines for table, lines in rows.items() if lines or table in COUNTED_TABLES}
 
 
 def _kind_of(raw: bytes) -> str:
@@ -361,8 +312,8 @@ async def _import_stream(
     if not first:
         raise ArchiveError("The archive is empty")
     header = _decode_header(first[0])
-    counts = {"sessions": 0, "messages": 0, "memories": 0}
-    total = header.counts.sessions + header.counts.messages + header.counts.memories
+    rows = {part.table: 0 for part in ARCHIVE_TABLES}
+    total = _total(header.counts)
     async with store.write() as writer:
         if not await writer.is_empty():
             raise ProfileNotEmpty(profile)
@@ -370,7 +321,7 @@ async def _import_stream(
         batch: list[bytes] | None = first[1:]
         line_number = 1
         while batch is not None:
-            by_table: dict[str, list[RowLine]] = {"sessions": [], "messages": [], "memories": []}
+            by_table = _by_table()
             for raw in batch:
                 line_number += 1
                 try:
@@ -379,19 +330,19 @@ async def _import_stream(
                     raise ArchiveError(
                         f"Line {line_number} of the archive ({_kind_of(raw)}): {exc}"
                     ) from exc
-                table = _TABLE_OF[type(line)]
+                table = _PART_OF_LINE[type(line)].table
                 by_table[table].append(line)
                 await ledger.add(table, line)
             for table, lines in by_table.items():
-                await writer.restore_rows(table, [msgspec.structs.asdict(x) for x in lines])
-                counts[table] += len(lines)
+                await restore_rows(writer, table, [msgspec.structs.asdict(x) for x in lines])
+                rows[table] += len(lines)
             if progress is not None:
-                progress(sum(counts.values()), total)
+                progress(sum(rows.values()), total)
             batch = await asyncio.to_thread(next, batches, None)
-        if counts != msgspec.structs.asdict(header.counts):
+        if _counts(rows) != header.counts:
             raise ArchiveError(
                 f"The archive is incomplete: its header announces {header.counts},"
-                f" it holds {counts}"
+                f" it holds {_counts(rows)}"
             )
         await ledger.finish()
     return header

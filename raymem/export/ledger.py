@@ -19,6 +19,7 @@ import msgspec
 from raymem.export.objectstore import ObjectStore
 from raymem.export.snapshot import SEQ_DIGITS
 from raymem.store import ProfileStore
+from raymem.store.replay import replay
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ async def ship_ledger(
         The last seq now shipped (``after_seq`` when there was nothing new).
     """
     while True:
-        rows = await store.ledger_entries(after_seq, limit=max_entries)
+        rows = await store.reads.ledger_entries(after_seq, limit=max_entries)
         if not rows:
             return after_seq
         entries = [
@@ -142,7 +143,7 @@ async def replay_ledger(
         LedgerGap: the segments start after the store's ledger seq (restore a newer snapshot).
         ValueError: an entry has an op this version cannot replay.
     """
-    local = await store.ledger_seq()
+    local = await store.reads.ledger_seq()
     applied = 0
     for segment in await list_segments(object_store, tenant, profile):
         if segment.last_seq <= local:
@@ -155,8 +156,8 @@ async def replay_ledger(
         entries = decode_segment(await object_store.get(segment.key))
         async with store.write() as writer:
             for entry in entries:
-                applied += await writer.replay(
-                    entry.seq, entry.at, entry.op, bytes(entry.payload).decode()
+                applied += await replay(
+                    writer, entry.seq, entry.at, entry.op, bytes(entry.payload).decode()
                 )
         local = max(local, segment.last_seq)
     return applied
@@ -218,7 +219,7 @@ class LedgerShipper:
     async def flush(self) -> int:
         """Ship every committed entry now; returns the last seq shipped."""
         async with self._lock:
-            if await self.store.ledger_seq() > self.shipped_seq:
+            if await self.store.reads.ledger_seq() > self.shipped_seq:
                 self.shipped_seq = await ship_ledger(
                     self.store,
                     self.object_store,

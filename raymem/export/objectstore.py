@@ -289,12 +289,13 @@ class ObjectStore:
         """Delete objects; keys that do not exist are not an error."""
         for start in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
             batch = [{"Key": key} for key in keys[start : start + 1000]]
-            response = await self._call(
-                f"delete {len(batch)} objects",
-                lambda batch=batch: self._client.delete_objects(
+
+            def delete_batch(batch: list[dict[str, str]] = batch) -> Any:
+                return self._client.delete_objects(
                     Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
-                ),
-            )
+                )
+
+            response = await self._call(f"delete {len(batch)} objects", delete_batch)
             # DeleteObjects answers 200 and lists the keys it could not delete.
             errors = response.get("Errors", [])
             if errors:

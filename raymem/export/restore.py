@@ -90,7 +90,7 @@ async def open_restored(
         source=source,
         snapshot_seq=snapshot_seq,
         replayed=replayed,
-        ledger_seq=await store.ledger_seq(),
+        ledger_seq=await store.reads.ledger_seq(),
     )
     if source != "local" or replayed:
         log.info("activated %s/%s: %s", tenant, profile, report)

@@ -25,7 +25,7 @@ from raymem.export.objectstore import ObjectNotFound, ObjectStore
 from raymem.store import COUNTS_SQL, ProfileStore, to_db_time, utc_now
 from raymem.store.connection import Error as SqliteError
 from raymem.store.connection import open_sync
-from raymem.store.store import SCHEMA_VERSION
+from raymem.store.schema import SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ async def take_snapshot(
         retention: how many snapshots to keep, newest first (at least 1).
     """
     existing = await list_snapshots(object_store, tenant, profile)
-    if existing and existing[0].ledger_seq == await store.ledger_seq():
+    if existing and existing[0].ledger_seq == await store.reads.ledger_seq():
         return await read_manifest(object_store, existing[0])
     with tempfile.TemporaryDirectory(dir=store.path.parent, prefix=".snapshot-") as tmp:
         packed, manifest = await asyncio.to_thread(_copy_and_compress, store.path, Path(tmp))

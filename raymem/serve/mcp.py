@@ -2,7 +2,7 @@
 
 Each request is authenticated like every API route (an invalid key is a 401
 before MCP sees it); the tools then run as that key's principal through
-``IngressMemoryOps``, the one adapter over the ingress's routing.
+``IngressMemoryOps``: the routes' own checks and typed ``ProfileCalls``.
 
 The transport is stateless (no ``Mcp-Session-Id``): Serve spreads requests over
 ingress replicas with no affinity, so a session held in one replica's memory would
@@ -14,6 +14,7 @@ in each replica (startup before the replica takes requests, shutdown when it sto
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime
 from typing import Any, TypeVar
 
 import msgspec
@@ -22,10 +23,14 @@ from ray.exceptions import RayActorError, RayTaskError
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from raymem.actors.calls import ProfileCalls
 from raymem.errors import InvalidRequest, RaymemError
 from raymem.mcp_tools import MemoryOps, MemoryTypes, Turns, build_mcp_server
+from raymem.names import validate_name
 from raymem.serve import http
 from raymem.serve.auth import Principal
+from raymem.serve.routes.base import IngressBase
+from raymem.serve.routes.memories import CURSOR
 from raymem.types import (
     AppendRequest,
     IngestRequest,
@@ -37,12 +42,13 @@ from raymem.types import (
     RecallRequest,
     RecallResult,
     RememberRequest,
+    Role,
     SessionEnded,
     StoredMessage,
 )
 
 T = TypeVar("T")
-IngressGetter = Callable[[], Any]
+IngressGetter = Callable[[], IngressBase]  # the replica's ingress, at request time
 OPS_KEY = "raymem.mcp_ops"  # the ASGI scope key where the endpoint leaves a request's MemoryOps
 
 
@@ -60,30 +66,31 @@ def _request(kind: type[T], fields: dict[str, Any]) -> T:
 
 
 class IngressMemoryOps:
-    """``MemoryOps`` for one principal, through the ingress's checks, limits and routing.
+    """``MemoryOps`` for one principal, with the routes' checks and their typed ``ProfileCalls``.
 
-    The only code here that knows how the ingress reaches profile actors is ``_call``.
+    Each operation checks its input as its HTTP route does, then makes the same
+    ``ProfileCalls`` call within the key's cap on requests in flight (``_calls``).
     """
 
-    def __init__(self, ingress: Any, principal: Principal) -> None:
+    def __init__(self, ingress: IngressBase, principal: Principal) -> None:
         self._ingress = ingress
         self._principal = principal
         self._limits = ingress.limits
 
-    def _profile(self, profile: str, *, write: bool) -> str:
-        http.validate_name(profile)
+    @contextlib.asynccontextmanager
+    async def _calls(self, profile: str, *, write: bool) -> AsyncIterator[ProfileCalls]:
+        """The profile's calls once the key may use it; a failed actor call raises our error."""
+        validate_name(profile)
         self._principal.check(profile, write=write)
-        return profile
-
-    async def _call(self, profile: str, method: str, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return await self._ingress._call(self._principal, profile, method, *args, **kwargs)
-        except RayTaskError as exc:
-            if isinstance(exc.cause, RaymemError):
-                raise exc.cause from None
-            raise
-        except RayActorError:
-            raise ProfileUnavailable("The profile is restarting; retry") from None
+        with self._ingress._calls(self._principal, profile) as calls:
+            try:
+                yield calls
+            except RayTaskError as exc:
+                if isinstance(exc.cause, RaymemError):
+                    raise exc.cause from None
+                raise
+            except RayActorError:
+                raise ProfileUnavailable("The profile is restarting; retry") from None
 
     async def recall(
         self,
@@ -94,20 +101,20 @@ class IngressMemoryOps:
         types: MemoryTypes,
         session_id: str | None,
         synthesize: bool,
+        as_of: datetime | None,
     ) -> RecallResult:
-        name = self._profile(profile, write=False)
-        body = _request(
-            RecallRequest,
-            {
-                "query": query,
-                "limit": limit,
-                "types": types,
-                "session_id": session_id,
-                "synthesize": synthesize,
-            },
-        )
+        fields = {
+            "query": query,
+            "limit": limit,
+            "types": types,
+            "session_id": session_id,
+            "synthesize": synthesize,
+            "as_of": as_of,
+        }
+        body = _request(RecallRequest, fields)
         http.check_recall_limits(body, self._limits)
-        return await self._call(name, "recall", body)  # type: ignore[no-any-return]
+        async with self._calls(profile, write=False) as calls:
+            return await calls.recall(body)
 
     async def remember(
         self,
@@ -118,17 +125,18 @@ class IngressMemoryOps:
         importance: float | None,
         session_id: str | None,
     ) -> MemoryWithHistory:
-        name = self._profile(profile, write=True)
         body = _request(
             RememberRequest,
             {"content": content, "type": type, "importance": importance, "session_id": session_id},
         )
         http.check_content(body.content, self._limits)
         memory_id = uuid.uuid4().hex  # chosen here so a retried call cannot write twice
-        return await self._call(name, "remember", body, memory_id, create=True)  # type: ignore[no-any-return]
+        async with self._calls(profile, write=True) as calls:
+            return await calls.remember(body, memory_id)
 
     async def forget(self, profile: str, memory_id: str) -> None:
-        await self._call(self._profile(profile, write=True), "forget", memory_id)
+        async with self._calls(profile, write=True) as calls:
+            await calls.forget(memory_id)
 
     async def list(
         self,
@@ -140,50 +148,50 @@ class IngressMemoryOps:
         limit: int,
         cursor: str | None,
     ) -> MemoryPage:
-        name = self._profile(profile, write=False)
         http.check_limit(limit, self._limits)
         if session_id is not None:
-            http.validate_name(session_id, "session")
-        if cursor is not None and not (cursor.isdigit() and len(cursor) <= 18):
+            validate_name(session_id, "session")
+        if cursor is not None and not CURSOR.fullmatch(cursor):
             raise InvalidRequest(
                 f"Invalid cursor {cursor[:40]!r}: pass the next_cursor of a previous page"
             )
-        page = await self._call(
-            name,
-            "list_memories",
-            types=types,
-            session_id=session_id,
-            include_superseded=include_superseded,
-            limit=limit,
-            before_seq=None if cursor is None else int(cursor),
-        )
-        return page  # type: ignore[no-any-return]
+        async with self._calls(profile, write=False) as calls:
+            return await calls.list_memories(
+                types=types,
+                session_id=session_id,
+                include_superseded=include_superseded,
+                limit=limit,
+                before_seq=None if cursor is None else int(cursor),
+            )
 
     async def get(self, profile: str, memory_id: str) -> MemoryWithHistory:
-        return await self._call(self._profile(profile, write=False), "get_memory", memory_id)  # type: ignore[no-any-return]
+        async with self._calls(profile, write=False) as calls:
+            return await calls.get_memory(memory_id)
 
     async def ingest(self, profile: str, messages: Turns, *, session_id: str) -> IngestResult:
-        name = self._profile(profile, write=True)
         body = _request(IngestRequest, {"session_id": session_id, "messages": messages})
         http.check_ingest_limits(body, self._limits)
-        return await self._call(name, "ingest", body, create=True)  # type: ignore[no-any-return]
+        async with self._calls(profile, write=True) as calls:
+            return await calls.ingest(body)
 
-    async def append(self, profile: str, session_id: str, role: str, content: str) -> StoredMessage:
-        name = self._profile(profile, write=True)
-        http.validate_name(session_id, "session")
+    async def append(
+        self, profile: str, session_id: str, role: Role, content: str
+    ) -> StoredMessage:
+        validate_name(session_id, "session")
         body = _request(AppendRequest, {"role": role, "content": content})
         http.check_content(body.content, self._limits)
-        return await self._call(name, "append_message", session_id, body, create=True)  # type: ignore[no-any-return]
+        async with self._calls(profile, write=True) as calls:
+            return await calls.append_message(session_id, body)
 
     async def last(self, profile: str, session_id: str, n: int | None) -> MessageList:
-        name = self._profile(profile, write=False)
-        http.validate_name(session_id, "session")
-        return await self._call(name, "last_messages", session_id, n)  # type: ignore[no-any-return]
+        validate_name(session_id, "session")
+        async with self._calls(profile, write=False) as calls:
+            return await calls.last_messages(session_id, n)
 
     async def end(self, profile: str, session_id: str) -> SessionEnded:
-        name = self._profile(profile, write=True)
-        http.validate_name(session_id, "session")
-        return await self._call(name, "end_session", session_id)  # type: ignore[no-any-return]
+        validate_name(session_id, "session")
+        async with self._calls(profile, write=True) as calls:
+            return await calls.end_session(session_id)
 
 
 def _ops_for(ctx: Context) -> MemoryOps:

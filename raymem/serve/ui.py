@@ -9,11 +9,12 @@ No ``from __future__ import annotations`` here: FastAPI inside Serve then 422s.
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+
+from raymem.serve.routes.base import IngressBase
 
 ASSETS = Path(__file__).parent / "ui"
 PAGE = (ASSETS / "index.html").read_text(encoding="utf-8")
@@ -22,7 +23,7 @@ CSP = "default-src 'self'; img-src 'self' data:; connect-src 'self'"
 HEADERS = {"Content-Security-Policy": CSP, "Cache-Control": "no-cache"}
 
 
-def add_ui(app: FastAPI, ingress: Callable[[], Any]) -> None:
+def add_ui(app: FastAPI, ingress: Callable[[], IngressBase]) -> None:
     """Serve the browser page, its assets, and the one fact the page needs before a request."""
     app.mount("/ui/assets", StaticFiles(directory=ASSETS), name="ui-assets")
 

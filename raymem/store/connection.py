@@ -15,7 +15,7 @@ import sqlite_vec
 try:  # pragma: no cover - which branch runs depends on the platform
     import pysqlite3.dbapi2 as sqlite3
 except ImportError:  # pragma: no cover
-    import sqlite3  # type: ignore[no-redef]
+    import sqlite3
 
 Error = sqlite3.Error
 IntegrityError = sqlite3.IntegrityError

@@ -182,6 +182,7 @@ class VectorChange:
 
     def apply(self, index: VectorIndex) -> None:
         if self.kind == "upsert":
+            assert self.vectors is not None  # an upsert always carries its vectors
             index.upsert(self.seqs, self.vectors)
         else:
             index.remove(self.seqs)

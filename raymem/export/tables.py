@@ -1,0 +1,91 @@
+"""What a JSON Lines archive is made of: its header and one line type per archived table.
+
+Each archived table has a line type (a tagged Struct whose fields are the
+table's columns, as ``raymem.store.rows.RESTORED_TABLES`` declares them) and an
+entry in ``ARCHIVE_TABLES``, in the order the tables are written. A subsystem
+that keeps tables of its own adds its line types and entries here.
+"""
+
+from typing import NamedTuple
+
+import msgspec
+
+from raymem.store.rows import RESTORED_TABLES, TableColumns
+from raymem.types import Name
+
+ARCHIVE_FORMAT = "raymem-archive"
+ARCHIVE_VERSION = 1
+
+
+class Line(msgspec.Struct, kw_only=True, tag_field="kind", forbid_unknown_fields=True):
+    """One line of an archive."""
+
+
+class Counts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    sessions: int
+    messages: int
+    memories: int  # every version, superseded and forgotten ones included
+    other: dict[str, int] = {}  # rows of the other archived tables, by table
+
+
+class Header(Line, tag="header", kw_only=True):
+    format: str = ARCHIVE_FORMAT
+    version: int = ARCHIVE_VERSION
+    profile: str
+    ledger_seq: int  # the source's ledger seq when the archive was written
+    counts: Counts
+
+
+class SessionLine(Line, tag="session", kw_only=True):
+    id: Name  # names become API paths: an archive cannot smuggle in '../x'
+    started_at: str
+    ended_at: str | None
+    consolidated_at: str | None
+
+
+class MessageLine(Line, tag="message", kw_only=True):
+    id: str
+    session_id: Name
+    role: str
+    content: str
+    created_at: str
+    ingested_at: str
+    extracted: bool
+
+
+class MemoryLine(Line, tag="memory", kw_only=True):
+    id: str
+    type: str
+    content: str
+    topic_key: str | None
+    event_time: str | None
+    importance: float
+    confidence: float
+    session_id: Name | None
+    source_message_ids: list[str]
+    source_spans: list[tuple[int, int]]
+    search_queries: list[str]
+    created_at: str
+    superseded_by: str | None
+    forgotten_at: str | None
+
+
+class ArchiveTable(NamedTuple):
+    """One archived table: its name, the column giving insertion order, and its line type."""
+
+    table: str
+    order_by: str
+    line: type[Line]
+
+    @property
+    def columns(self) -> TableColumns:
+        return RESTORED_TABLES[self.table]
+
+
+ARCHIVE_TABLES: list[ArchiveTable] = [
+    ArchiveTable("sessions", "rowid", SessionLine),
+    ArchiveTable("messages", "seq", MessageLine),
+    ArchiveTable("memories", "seq", MemoryLine),
+]
+#: The tables ``Counts`` names; any other archived table is counted in ``Counts.other``.
+COUNTED_TABLES = ("sessions", "messages", "memories")
