@@ -151,6 +151,58 @@ def test_browse_profiles_memories_history_sessions_and_search(tab, keyed_app, se
     assert tab.escaped == []
 
 
+@pytest.fixture(scope="module")
+def moved(keyed_app) -> tuple[str, str]:
+    """A profile where a turn says what a newer memory replaced; its name and that memory's id."""
+    profile = "browser-moved"
+    with httpx.Client(
+        base_url=f"{keyed_app}/v1/profiles/{profile}",
+        headers={"Authorization": f"Bearer {ALICE}"},
+        timeout=120,
+    ) as http:
+        turn = {
+            "role": "user",
+            "content": "I live in Budapest.",
+            "created_at": "2026-01-10T09:00:00Z",
+        }
+        ingested = http.post("/ingest", json={"session_id": "s-home", "messages": [turn]})
+        assert ingested.status_code == 200, ingested.text
+        vienna = http.post("/memories", json={"content": "I moved to Vienna in May 2026."})
+        assert vienna.status_code == 201, vienna.text
+    return profile, vienna.json()["id"]
+
+
+def test_search_marks_a_stale_turn_and_shows_what_holds_now(tab, keyed_app, moved):
+    profile, vienna = moved
+    page = tab.page
+    page.goto(f"{keyed_app}/ui")
+    page.locator("#token").fill(ALICE)
+    page.locator("#token-form button").click()
+    page.locator("#profile-list a", has_text=profile).click()
+    page.locator(".tabs a[data-tab=search]").click()
+    page.locator("#query").fill("Where does the user live?")
+    page.locator("#search-form button").click()
+    hits = page.locator("#hit-rows tr")
+    hits.first.wait_for()
+    assert "Vienna" in hits.first.locator("td.content").inner_text()
+    assert hits.first.locator("td.status").inner_text().startswith("current")
+    stale = page.locator("#hit-rows tr.stale", has_text="Budapest")
+    assert stale.count() >= 1
+    assert stale.first.locator("td.status").inner_text().startswith("stale")
+    assert not page.locator("#hit-rows tr:not(.stale)", has_text="Budapest").count()
+
+    stale.first.get_by_role("button", name="what holds now").click()
+    versions = page.locator("#hit-history li")
+    versions.nth(1).wait_for()
+    assert "Budapest" in versions.nth(0).inner_text()
+    assert "superseded" in versions.nth(0).inner_text()
+    assert versions.nth(1).get_attribute("data-id") == vienna
+    assert "current" in versions.nth(1).inner_text()
+    tab.screenshot("ui-search-stale")
+    assert tab.errors == []
+    assert tab.escaped == []
+
+
 def test_swagger_ui_renders_offline(tab, keyed_app):
     tab.page.goto(f"{keyed_app}/docs")
     operations = tab.page.locator(".swagger-ui .opblock")

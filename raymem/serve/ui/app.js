@@ -141,13 +141,14 @@ async function loadMemories(more = false) {
   $("more-memories").hidden = !page.next_cursor;
 }
 
-async function showHistory(memoryId) {
+// A memory's version chain (its history, oldest first) into the list `list`, then shown.
+async function showHistory(memoryId, list = $("history"), panel = $("memory-detail")) {
   const memory = await api(`${profilePath(state.profile)}/memories/${encodeURIComponent(memoryId)}`);
-  const list = $("history");
   list.replaceChildren();
   for (const version of memory.history) {
     const item = document.createElement("li");
     item.className = `version ${memoryStatus(version)}${version.id === memory.id ? " selected" : ""}`;
+    item.dataset.id = version.id;
     const content = document.createElement("span");
     content.className = "content";
     content.textContent = version.content;
@@ -157,7 +158,7 @@ async function showHistory(memoryId) {
     item.append(content, meta);
     list.append(item);
   }
-  $("memory-detail").hidden = false;
+  panel.hidden = false;
 }
 
 // ----------------------------------------------------------------- sessions
@@ -205,11 +206,16 @@ async function showTurns(sessionId) {
 
 // ------------------------------------------------------------------- search
 
-async function search(query) {
-  const result = await api(`${profilePath(state.profile)}/recall`, {
-    method: "POST",
-    body: { query, limit: SEARCH_LIMIT },
-  });
+// A hit's status: a stale turn says what has since been replaced; it names its replacement.
+function hitStatus(hit) {
+  if (hit.stale) return "stale";
+  return hit.type === "message" ? "" : memoryStatus(hit);
+}
+
+async function search(query, asOf) {
+  const body = { query, limit: SEARCH_LIMIT };
+  if (asOf) body.as_of = new Date(asOf).toISOString(); // the picker's local time, as UTC
+  const result = await api(`${profilePath(state.profile)}/recall`, { method: "POST", body });
   $("answer").textContent = result.answer;
   const stages = Object.entries(result.latency_ms)
     .filter(([stage]) => stage !== "total")
@@ -219,14 +225,28 @@ async function search(query) {
     (stages.length ? ` (${stages.join(" · ")})` : "");
   const rows = $("hit-rows");
   rows.replaceChildren();
+  $("hit-detail").hidden = true;
   result.memories.forEach((hit, index) => {
     const row = rows.insertRow();
-    row.className = "hit";
+    row.className = `hit ${hitStatus(hit)}`.trim();
     cell(row, String(index + 1), "number");
     cell(row, hit.type === "message" ? `message (${hit.role})` : hit.type, "type");
     cell(row, hit.content, "content");
     cell(row, hit.score.toFixed(4), "number score");
     cell(row, hit.channels.join(", "), "channels");
+    const status = cell(row, hitStatus(hit), "status");
+    // The version chain of what holds now (a stale turn) or of the memory itself.
+    const chainOf = hit.stale ? hit.superseded_by : hit.type === "message" ? null : hit.id;
+    if (chainOf) {
+      const link = document.createElement("button");
+      link.type = "button";
+      link.className = "link history";
+      link.textContent = hit.stale ? "what holds now" : "history";
+      link.addEventListener("click", () =>
+        showHistory(chainOf, $("hit-history"), $("hit-detail")).catch(fail),
+      );
+      status.append(" ", link);
+    }
   });
   $("results").hidden = false;
 }
@@ -234,7 +254,7 @@ async function search(query) {
 $("search-form").addEventListener("submit", (event) => {
   event.preventDefault();
   showError(null);
-  search($("query").value).catch(fail);
+  search($("query").value, $("as-of").value).catch(fail);
 });
 
 $("show-superseded").addEventListener("change", () => loadMemories().catch(fail));
