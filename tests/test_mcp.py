@@ -164,6 +164,38 @@ async def test_sessions_and_ingest(keyed_app, profile_name, transport):
         assert again["messages"] == {"stored": 0, "duplicates": 2}
 
 
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_recall_marks_a_stale_turn_and_takes_as_of(keyed_app, profile_name, transport):
+    async with connect(transport, keyed_app, ALICE) as client:
+        turn = {
+            "role": "user",
+            "content": "I live in Budapest.",
+            "created_at": "2026-01-10T09:00:00Z",
+        }
+        await call(client, "ingest", profile=profile_name, session_id="s1", messages=[turn])
+        vienna = await call(
+            client, "remember", profile=profile_name, content="I moved to Vienna in May 2026."
+        )
+
+        found = await call(
+            client,
+            "recall",
+            profile=profile_name,
+            query="Where does the user live?",
+            as_of="2026-06-01T12:00:00Z",
+        )
+        assert found["memories"][0]["id"] == vienna["id"]
+        assert "stale" not in found["memories"][0] or not found["memories"][0]["stale"]
+        budapest = [hit for hit in found["memories"] if "Budapest" in hit["content"]]
+        assert budapest
+        assert all(hit["stale"] and hit["superseded_by"] == vienna["id"] for hit in budapest)
+
+        too_early = await error_of(
+            client, "recall", profile=profile_name, query="x", as_of="0001-01-01T00:00:00Z"
+        )
+        assert "out of range" in too_early
+
+
 async def test_the_tenant_comes_from_the_bearer_token(keyed_app, profile_name):
     async with over_http(keyed_app, ALICE) as alice:
         await call(alice, "remember", profile=profile_name, content="The office is in Graz.")
