@@ -18,7 +18,7 @@ import click
 import httpx
 
 from raymem.cli_common import client_options
-from raymem.client import AsyncClient, AsyncProfile, AsyncSessionClient
+from raymem.client import AsyncClient, AsyncProfile, AsyncSessionClient, RaymemHTTPError
 from raymem.errors import InvalidRequest, RaymemError
 from raymem.types import (
     NAME_PATTERN,
@@ -34,7 +34,7 @@ from raymem.types import (
 )
 
 if TYPE_CHECKING:  # the MCP SDK loads only when `raymem mcp` runs, not for every command
-    from raymem.mcp_tools import MemoryTypes, Turns
+    from raymem.serve.mcp_tools import MemoryTypes, Turns
 
 
 T = TypeVar("T")
@@ -43,6 +43,14 @@ T = TypeVar("T")
 class Unreachable(RaymemError):
     status = 503
     code = "unreachable"
+
+
+class ServerError(RaymemError):
+    """An error answer of the server, with its message and code, for the tools to report."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _segment(value: str, what: str) -> str:
@@ -75,6 +83,8 @@ class ClientMemoryOps:
     async def _send(self, call: Awaitable[T]) -> T:
         try:
             return await call
+        except RaymemHTTPError as exc:
+            raise ServerError(exc.message, exc.code) from None
         except httpx.HTTPError as exc:
             raise Unreachable(f"Cannot reach the raymem server at {self._url}: {exc}") from None
 
@@ -161,7 +171,7 @@ class ClientMemoryOps:
 
 async def serve_stdio(url: str, token: str | None) -> None:
     """Serve raymem's MCP tools on stdin/stdout until the agent closes them."""
-    from raymem.mcp_tools import build_mcp_server
+    from raymem.serve.mcp_tools import build_mcp_server
 
     async with AsyncClient(url, token) as client:
         ops = ClientMemoryOps(client, url)

@@ -25,10 +25,10 @@ from starlette.types import Receive, Scope, Send
 
 from raymem.actors.calls import ProfileCalls
 from raymem.errors import InvalidRequest, RaymemError
-from raymem.mcp_tools import MemoryOps, MemoryTypes, Turns, build_mcp_server
 from raymem.names import validate_name
 from raymem.serve import http
 from raymem.serve.auth import Principal
+from raymem.serve.mcp_tools import MemoryOps, MemoryTypes, Turns, build_mcp_server
 from raymem.serve.routes.base import IngressBase
 from raymem.serve.routes.memories import CURSOR
 from raymem.types import (

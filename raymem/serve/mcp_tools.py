@@ -2,8 +2,10 @@
 
 The tools call a ``MemoryOps`` (a small async protocol mirroring the profile
 methods of ``raymem.AsyncClient``). ``raymem mcp`` (stdio) backs it with an HTTP
-client; the Serve app's ``/mcp`` endpoint backs it with the ingress's own routing,
-for the tenant of the request's bearer token. The tenant is never a tool argument.
+client (``cli_mcp.py``); the Serve app's ``/mcp`` endpoint backs it with the
+routes' checks and ``ProfileCalls`` (``serve/mcp.py``), for the tenant of the
+request's bearer token. The tenant is never a tool argument. This module imports
+no Ray, so ``raymem mcp`` starts without it.
 
 Failures the caller can act on (a missing profile, an invalid name, a read-only
 key) come back as MCP tool errors carrying raymem's message; anything else is
@@ -24,7 +26,6 @@ from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 
 from raymem import __version__
-from raymem.client import RaymemHTTPError
 from raymem.errors import RaymemError
 from raymem.types import (
     IngestResult,
@@ -60,7 +61,7 @@ Turns = list[dict[str, Any]]
 
 
 class MemoryOps(Protocol):
-    """The profile operations the tools need; errors are ``RaymemError`` or ``RaymemHTTPError``."""
+    """The profile operations the tools need; an error the caller can act on is a ``RaymemError``."""
 
     async def recall(
         self,
@@ -152,8 +153,6 @@ def _tool_errors() -> Iterator[None]:
     """raymem's own errors become tool errors with their message; others stay the SDK's."""
     try:
         yield
-    except RaymemHTTPError as exc:
-        raise ToolError(f"{exc.message} ({exc.code})") from None
     except RaymemError as exc:
         raise ToolError(f"{exc} ({exc.code})") from None
 
