@@ -26,6 +26,7 @@ FLAGS = [
     "--no-first-run",
 ]
 ARTIFACTS = Path(__file__).parent / "artifacts"
+TIMEOUT_S = 120  # generous: the box running the suite may be loaded many times over
 REMOTE_ASSET = re.compile(r"""<(?:script|link)\b[^>]*\b(?:src|href)\s*=\s*["']?https?://""", re.I)
 ASSET_URL = re.compile(r"""<(?:script|link)\b[^>]*\b(?:src|href)\s*=\s*["']([^"']+)["']""", re.I)
 
@@ -46,6 +47,7 @@ class Tab:
     def __init__(self, browser: Browser, server: str, capsys: pytest.CaptureFixture[str]) -> None:
         self.capsys = capsys
         self.context = browser.new_context(viewport={"width": 1280, "height": 800})
+        self.context.set_default_timeout(TIMEOUT_S * 1000)
         self.page = self.context.new_page()
         self.errors: list[str] = []
         self.escaped: list[str] = []
@@ -84,7 +86,7 @@ def seeded(keyed_app) -> str:
     with httpx.Client(
         base_url=f"{keyed_app}/v1/profiles/{profile}",
         headers={"Authorization": f"Bearer {ALICE}"},
-        timeout=60,
+        timeout=TIMEOUT_S,
     ) as http:
         for content in ("I live in Budapest.", "I moved to Vienna in May 2026."):
             assert http.post("/memories", json={"content": content}).status_code == 201
@@ -158,7 +160,7 @@ def moved(keyed_app) -> tuple[str, str]:
     with httpx.Client(
         base_url=f"{keyed_app}/v1/profiles/{profile}",
         headers={"Authorization": f"Bearer {ALICE}"},
-        timeout=120,
+        timeout=TIMEOUT_S,
     ) as http:
         turn = {
             "role": "user",
@@ -225,7 +227,7 @@ def test_redoc_renders_offline(tab, keyed_app):
 
 @pytest.mark.parametrize("page", ["/ui", "/docs", "/redoc"])
 def test_pages_reference_only_assets_served_by_raymem(keyed_app, page):
-    html = httpx.get(f"{keyed_app}{page}")
+    html = httpx.get(f"{keyed_app}{page}", timeout=TIMEOUT_S)
     assert html.status_code == 200
     assert not REMOTE_ASSET.search(html.text)
     assets = ASSET_URL.findall(html.text)
@@ -235,9 +237,12 @@ def test_pages_reference_only_assets_served_by_raymem(keyed_app, page):
         if asset.startswith("data:"):
             continue
         url = httpx.URL(f"{keyed_app}{page}").join(base.group(1) if base else "").join(asset)
-        assert httpx.get(url).status_code == 200, url
+        assert httpx.get(url, timeout=TIMEOUT_S).status_code == 200, url
 
 
 def test_the_page_asks_for_a_key_only_where_keys_are_configured(serve_app, keyed_app):
-    assert httpx.get(f"{serve_app}/ui/config").json() == {"auth_required": False}
-    assert httpx.get(f"{keyed_app}/ui/config").json() == {"auth_required": True}
+    config = {
+        url: httpx.get(f"{url}/ui/config", timeout=TIMEOUT_S) for url in (serve_app, keyed_app)
+    }
+    assert config[serve_app].json() == {"auth_required": False}
+    assert config[keyed_app].json() == {"auth_required": True}

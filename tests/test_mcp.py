@@ -31,13 +31,14 @@ TOOLS = {
     "session_end",
 }
 READ_ONLY_TOOLS = {"recall", "list", "get", "session_last"}
+TIMEOUT_S = 120  # generous: the box running the suite may be loaded many times over
 
 
 @contextlib.asynccontextmanager
 async def over_http(url: str, key: str | None = None) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        httpx2.AsyncClient(headers=headers, timeout=TIMEOUT_S) as http,
         Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
     ):
         yield client
@@ -50,7 +51,7 @@ async def over_stdio(url: str, key: str) -> AsyncIterator[Client]:
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "raymem.cli", "mcp"], env=env
     )
-    async with Client(params, read_timeout_seconds=60) as client:
+    async with Client(params, read_timeout_seconds=TIMEOUT_S) as client:
         yield client
 
 
@@ -124,7 +125,11 @@ async def test_remember_supersede_recall_history_and_forget(keyed_app, profile_n
 
     # The same data through the REST API: the tools wrote alice's profile, nobody else's.
     headers = {"Authorization": f"Bearer {ALICE}"}
-    got = httpx.get(f"{keyed_app}/v1/profiles/{profile_name}/memories/{new['id']}", headers=headers)
+    got = httpx.get(
+        f"{keyed_app}/v1/profiles/{profile_name}/memories/{new['id']}",
+        headers=headers,
+        timeout=TIMEOUT_S,
+    )
     assert got.status_code == 200 and got.json()["forgotten_at"] is not None
 
 
@@ -229,6 +234,7 @@ def test_a_missing_or_invalid_key_is_a_401_before_mcp(keyed_app, key):
         f"{keyed_app}/mcp",
         json=initialize,
         headers={**headers, "Accept": "application/json, text/event-stream"},
+        timeout=TIMEOUT_S,
     )
     assert response.status_code == 401
     assert response.headers["www-authenticate"] == "Bearer"
