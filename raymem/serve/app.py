@@ -22,6 +22,7 @@ from raymem.serve.api import app
 from raymem.serve.extras import mount_extras
 from raymem.serve.routes.archives import ArchiveRoutes
 from raymem.serve.routes.memories import MemoryRoutes
+from raymem.serve.routes.procedural import ProceduralRoutes
 from raymem.serve.routes.profiles import ProfileRoutes
 from raymem.serve.routes.sessions import SessionRoutes
 
@@ -30,7 +31,7 @@ mount_extras(app)
 
 
 @serve.ingress(app)
-class Ingress(MemoryRoutes, SessionRoutes, ProfileRoutes, ArchiveRoutes):
+class Ingress(MemoryRoutes, SessionRoutes, ProfileRoutes, ArchiveRoutes, ProceduralRoutes):
     """Authenticates, validates and routes each request to its profile actor."""
 
 
