@@ -21,6 +21,7 @@ from raymem.config import Settings, load_settings
 from raymem.serve.api import app
 from raymem.serve.extras import mount_extras
 from raymem.serve.routes.archives import ArchiveRoutes
+from raymem.serve.routes.context import ContextRoutes
 from raymem.serve.routes.memories import MemoryRoutes
 from raymem.serve.routes.procedural import ProceduralRoutes
 from raymem.serve.routes.profiles import ProfileRoutes
@@ -31,7 +32,9 @@ mount_extras(app)
 
 
 @serve.ingress(app)
-class Ingress(MemoryRoutes, SessionRoutes, ProfileRoutes, ArchiveRoutes, ProceduralRoutes):
+class Ingress(
+    MemoryRoutes, SessionRoutes, ProfileRoutes, ArchiveRoutes, ContextRoutes, ProceduralRoutes
+):
     """Authenticates, validates and routes each request to its profile actor."""
 
 
