@@ -5,6 +5,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 from raymem.config import Settings
 
@@ -50,6 +51,20 @@ def stop() -> None:
         ray.shutdown()
 
 
+def checkpoint_profiles(settings: Settings) -> None:
+    """Fold each profile's write-ahead log into its ``profile.db`` (after a stop, when no
+    actor holds the files), so copying ``profile.db`` alone copies every acknowledged write."""
+    from raymem.actors.layout import PROFILE_FILE
+    from raymem.store import checkpoint
+
+    for path in sorted(Path(settings.data_dir).glob(f"*/*/{PROFILE_FILE}")):
+        try:
+            if not checkpoint(path):
+                log.warning("%s is still in use: its write-ahead log stays beside it", path)
+        except Exception:  # one unreadable file must not keep the others from it
+            log.exception("cannot checkpoint %s", path)
+
+
 def serve_forever(settings: Settings) -> None:
     """Run until SIGINT or SIGTERM, then shut Serve and Ray down."""
     stopping = threading.Event()
@@ -65,3 +80,5 @@ def serve_forever(settings: Settings) -> None:
         time.sleep(STOP_POLL_S)
     print("raymem stopping", flush=True)
     stop()
+    checkpoint_profiles(settings)
+    print("raymem stopped", flush=True)

@@ -16,7 +16,7 @@ from typing import Any
 import aiosqlite
 
 from raymem.store import schema
-from raymem.store.connection import open_connection, open_sync
+from raymem.store.connection import CHECKPOINT, open_connection, open_sync
 from raymem.store.reads import Reads
 from raymem.store.search import Search
 from raymem.store.vector_index import CachedIndex
@@ -67,10 +67,14 @@ class ProfileStore:
         return cls(path, writer, reader, dim)
 
     async def close(self) -> None:
+        """Close the file, its write-ahead log folded in: the ``.db`` file alone is whole."""
         async with self._write_lock:
             self._quick.close()
             await self._reader.close()
-            await self._writer.close()
+            try:
+                await self._writer.execute(CHECKPOINT)  # readers closed: nothing blocks it
+            finally:
+                await self._writer.close()
 
     @contextlib.asynccontextmanager
     async def write(self) -> AsyncIterator[StoreWriter]:
