@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from raymem import __version__
 from raymem.serve import http
+from raymem.serve.request_metrics import RequestMetrics
 from raymem.types import (
     AppendRequest,
     ErrorBody,
@@ -63,6 +64,7 @@ app = FastAPI(
     description="Self-hosted memory for AI agents: ingest, remember, recall, forget.",
     docs_url="/docs",
 )
+app.add_middleware(RequestMetrics)
 
 
 def _openapi() -> dict[str, Any]:
