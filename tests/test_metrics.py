@@ -1,6 +1,7 @@
 """Prometheus metrics: scraped from Ray's endpoint after real requests; the Grafana dashboard
 asks only for series raymem exports."""
 
+import asyncio
 import json
 import re
 from collections import defaultdict
@@ -86,6 +87,22 @@ def test_requests_stages_profiles_and_the_embedder_are_exported(
     for name, found in samples.items():
         for labels, _ in found:
             assert profile_name not in " ".join(labels.values()), name
+
+
+def test_object_store_retries_are_counted(
+    serve_app, server_settings, throttling_proxy, store_via_proxy
+):
+    # This process drives the test cluster's Ray, so what it records is exported too.
+    def retries() -> float:
+        return total(
+            scrape(server_settings.server.metrics_port), "ray_raymem_object_store_retries_total"
+        )
+
+    before = retries()
+    throttling_proxy.fail_next(2, status=503, code="SlowDown")
+    asyncio.run(store_via_proxy().put("metrics/a", b"payload"))
+    assert throttling_proxy.statuses()[-3:] == [503, 503, 200]
+    wait_until(lambda: retries() >= before + 2, timeout=SCRAPE_TIMEOUT_S, interval=1.0)
 
 
 def test_metrics_outside_ray_record_nothing_and_check_their_labels():
