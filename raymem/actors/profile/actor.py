@@ -2,10 +2,11 @@
 
 from raymem.actors.profile.archives import ArchiveOperations
 from raymem.actors.profile.memories import MemoryOperations
+from raymem.actors.profile.procedural import ProceduralOperations
 from raymem.actors.profile.sessions import SessionOperations
 
 
-class ProfileActor(MemoryOperations, SessionOperations, ArchiveOperations):
+class ProfileActor(MemoryOperations, SessionOperations, ArchiveOperations, ProceduralOperations):
     """One profile as a Ray actor, named ``<tenant>/<profile>``.
 
     Its lifecycle and background work come from ``ProfileBase``; each mixin adds
