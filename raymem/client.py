@@ -14,12 +14,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from types import NoneType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from urllib.parse import quote
 
 import httpx
 import msgspec
 
 from raymem.archive_io import Destination, Progress, Source, archive_sink, read_archive
 from raymem.config import ObjectStoreSettings
+from raymem.names import validate_name
 from raymem.types import (
     ImportResult,
     IngestResult,
@@ -139,6 +141,11 @@ def _without_none(values: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
+def _segment(value: str) -> str:
+    """``value`` as one path segment: ``/`` and ``.`` escaped too, so ``..`` cannot climb."""
+    return quote(value, safe="").replace(".", "%2E")
+
+
 def _types(type: MemoryType | Sequence[MemoryType] | None) -> list[MemoryType] | None:
     return [type] if isinstance(type, str) else None if type is None else list(type)
 
@@ -169,7 +176,7 @@ class _Profile:
     """The calls of one profile; subclasses send them."""
 
     def __init__(self, name: str) -> None:
-        self.name = name
+        self.name = validate_name(name, "profile")
         self._base = f"/v1/profiles/{name}"
 
     def _ingest(self, messages: Iterable[MessageLike], session_id: str) -> _Call[IngestResult]:
@@ -231,10 +238,10 @@ class _Profile:
         return _Call("GET", f"{self._base}/memories", MemoryPage, params=params)
 
     def _get(self, memory_id: str) -> _Call[MemoryWithHistory]:
-        return _Call("GET", f"{self._base}/memories/{memory_id}", MemoryWithHistory)
+        return _Call("GET", f"{self._base}/memories/{_segment(memory_id)}", MemoryWithHistory)
 
     def _forget(self, memory_id: str) -> _Call[None]:
-        return _Call("DELETE", f"{self._base}/memories/{memory_id}", NoneType)
+        return _Call("DELETE", f"{self._base}/memories/{_segment(memory_id)}", NoneType)
 
     def _sessions(self) -> _Call[SessionList]:
         return _Call("GET", f"{self._base}/sessions", SessionList)
@@ -341,7 +348,8 @@ class _Profile:
 
 class _Session:
     def __init__(self, profile: str, session_id: str) -> None:
-        self.profile, self.session_id = profile, session_id
+        self.profile = profile
+        self.session_id = validate_name(session_id, "session")
         self._base = f"/v1/profiles/{profile}/sessions/{session_id}"
 
     def _append(
@@ -398,6 +406,7 @@ class Client:
         return call.answer(self._http.request(call.method, call.path, **call.request_kwargs()))
 
     def get_profile(self, name: str) -> "Profile":
+        """The profile ``name`` (``InvalidRequest`` for a name the server would refuse)."""
         return Profile(self, name)
 
     def profiles(self) -> ProfileList:
@@ -479,6 +488,7 @@ class Profile(_Profile):
         return self._client._send(self._sessions())
 
     def session(self, session_id: str) -> "SessionClient":
+        """The session ``session_id`` (``InvalidRequest`` for a name the server would refuse)."""
         return SessionClient(self._client, self.name, session_id)
 
     @property
@@ -498,7 +508,8 @@ class Profile(_Profile):
 
     def export(self, destination: Destination, progress: Progress | None = None) -> int:
         """Save the whole profile as JSON Lines to a path (gzipped if it ends in .gz),
-        an ``s3://bucket/key`` URL, or a binary stream. Returns the bytes written."""
+        an ``s3://bucket/key`` URL, or a binary stream. Returns the size of what was written
+        (compressed, for .gz)."""
         with (
             archive_sink(destination, self._client._object_store) as sink,
             self._client._http.stream("GET", f"{self._base}/export") as response,
@@ -698,6 +709,7 @@ class AsyncClient:
         return call.answer(response)
 
     def get_profile(self, name: str) -> "AsyncProfile":
+        """The profile ``name`` (``InvalidRequest`` for a name the server would refuse)."""
         return AsyncProfile(self, name)
 
     async def profiles(self) -> ProfileList:
@@ -779,6 +791,7 @@ class AsyncProfile(_Profile):
         return await self._client._send(self._sessions())
 
     def session(self, session_id: str) -> "AsyncSessionClient":
+        """The session ``session_id`` (``InvalidRequest`` for a name the server would refuse)."""
         return AsyncSessionClient(self._client, self.name, session_id)
 
     @property
@@ -798,7 +811,8 @@ class AsyncProfile(_Profile):
 
     async def export(self, destination: Destination, progress: Progress | None = None) -> int:
         """Save the whole profile as JSON Lines to a path (gzipped if it ends in .gz),
-        an ``s3://bucket/key`` URL, or a binary stream. Returns the bytes written."""
+        an ``s3://bucket/key`` URL, or a binary stream. Returns the size of what was written
+        (compressed, for .gz)."""
         with archive_sink(destination, self._client._object_store) as sink:
             async with self._client._http.stream("GET", f"{self._base}/export") as response:
                 if response.status_code >= 400:

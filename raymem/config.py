@@ -24,6 +24,8 @@ class Section(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
 class ServerSettings(Section, frozen=True):
     host: str = "127.0.0.1"
     port: int = 8000
+    # Ray's Prometheus endpoint on each node started by `raymem serve`: /metrics here.
+    metrics_port: int = 8080
     ingress_replicas: int = 1
     max_concurrent_per_key: int = 64  # 429 beyond this many requests in flight per key
 

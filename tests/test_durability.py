@@ -232,6 +232,7 @@ def test_cli_export_and_import(serve_app, profile_name, tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert archive.exists() and gzip.decompress(archive.read_bytes()).count(b"\n") == 2
+    assert f"({archive.stat().st_size} bytes)" in out.stdout  # the compressed size on disk
     restored = f"{profile_name}-r"
     out = subprocess.run(
         [*cli, "import", restored, str(archive), *url], capture_output=True, text=True, timeout=120

@@ -50,6 +50,7 @@ import msgspec
 import ray
 from ray.exceptions import RayActorError
 
+from raymem import metrics
 from raymem.actors.layout import PROFILE_FILE, profile_path
 from raymem.config import Settings
 from raymem.export import ObjectStore
@@ -160,6 +161,7 @@ class ProfileCatalog:
             self._live[key] = live
         known = self._profiles.setdefault(tenant, {})
         if profile in known and known[profile] == counts:
+            self._record_profiles()  # it may have gone live or asleep
             return
         known[profile] = counts
         self._db.execute(
@@ -169,6 +171,7 @@ class ProfileCatalog:
             " sessions = excluded.sessions, reported_at = excluded.reported_at",
             (tenant, profile, counts.messages, counts.memories, counts.sessions, time.time()),
         )
+        self._record_profiles()
 
     async def forget(self, tenant: str, profile: str) -> None:
         """The profile was deleted."""
@@ -176,6 +179,13 @@ class ProfileCatalog:
         self._live.pop((tenant, profile), None)
         self._profiles.get(tenant, {}).pop(profile, None)
         self._db.execute("DELETE FROM profiles WHERE tenant = ? AND profile = ?", (tenant, profile))
+        self._record_profiles()
+
+    def _record_profiles(self) -> None:
+        """The gauge of live and hibernating profiles, cluster-wide."""
+        total = sum(len(profiles) for profiles in self._profiles.values())
+        metrics.PROFILES.set(len(self._live), state="live")
+        metrics.PROFILES.set(total - len(self._live), state="hibernating")
 
     # ------------------------------------------------------------------ reads
 

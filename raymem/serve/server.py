@@ -5,6 +5,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 from raymem.config import Settings
 
@@ -29,7 +30,8 @@ def start(settings: Settings, *, num_cpus: int | None = None) -> None:
         ray.init(
             address="local",
             num_cpus=num_cpus or max(MIN_CPUS, os.cpu_count() or MIN_CPUS),
-            include_dashboard=False,
+            include_dashboard=False,  # the metrics agent runs without it (measured)
+            _metrics_export_port=settings.server.metrics_port,
             log_to_driver=False,
             namespace=settings.namespace,
         )
@@ -50,6 +52,20 @@ def stop() -> None:
         ray.shutdown()
 
 
+def checkpoint_profiles(settings: Settings) -> None:
+    """Fold each profile's write-ahead log into its ``profile.db`` (after a stop, when no
+    actor holds the files), so copying ``profile.db`` alone copies every acknowledged write."""
+    from raymem.actors.layout import PROFILE_FILE
+    from raymem.store import checkpoint
+
+    for path in sorted(Path(settings.data_dir).glob(f"*/*/{PROFILE_FILE}")):
+        try:
+            if not checkpoint(path):
+                log.warning("%s is still in use: its write-ahead log stays beside it", path)
+        except Exception:  # one unreadable file must not keep the others from it
+            log.exception("cannot checkpoint %s", path)
+
+
 def serve_forever(settings: Settings) -> None:
     """Run until SIGINT or SIGTERM, then shut Serve and Ray down."""
     stopping = threading.Event()
@@ -58,10 +74,13 @@ def serve_forever(settings: Settings) -> None:
     start(settings)
     print(
         f"raymem serving on http://{settings.server.host}:{settings.server.port}"
-        f" (data in {settings.data_dir}); Ctrl-C stops it",
+        f" (data in {settings.data_dir}; metrics on port {settings.server.metrics_port});"
+        " Ctrl-C stops it",
         flush=True,
     )
     while not stopping.is_set():
         time.sleep(STOP_POLL_S)
     print("raymem stopping", flush=True)
     stop()
+    checkpoint_profiles(settings)
+    print("raymem stopped", flush=True)

@@ -16,7 +16,7 @@ from typing import Any
 import aiosqlite
 
 from raymem.store import schema
-from raymem.store.connection import open_connection, open_sync
+from raymem.store.connection import CHECKPOINT, open_connection, open_sync
 from raymem.store.reads import Reads
 from raymem.store.schema import VECTOR_SOURCES
 from raymem.store.search import Search
@@ -71,10 +71,14 @@ class ProfileStore:
         return self._quick
 
     async def close(self) -> None:
+        """Close the file, its write-ahead log folded in: the ``.db`` file alone is whole."""
         async with self._write_lock:
             self._quick.close()
             await self._reader.close()
-            await self._writer.close()
+            try:
+                await self._writer.execute(CHECKPOINT)  # readers closed: nothing blocks it
+            finally:
+                await self._writer.close()
 
     @property
     def reader(self) -> aiosqlite.Connection:

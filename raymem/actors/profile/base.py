@@ -28,6 +28,7 @@ import numpy as np
 import ray
 from ray import serve
 
+from raymem import metrics
 from raymem.actors.catalog import COUNTS_REPORT_DELAY_S, CatalogClient
 from raymem.actors.durability import Durability
 from raymem.actors.layout import profile_path
@@ -138,6 +139,7 @@ class ProfileBase:
         async with self._open_lock:
             if self._store is not None:
                 return
+            started = time.perf_counter()
             self._embedder = serve.get_deployment_handle(
                 EMBEDDER_DEPLOYMENT, app_name=self.settings.app_name
             )
@@ -147,6 +149,8 @@ class ProfileBase:
             chat = self._generator.chat if isinstance(self._generator, LLMGenerator) else None
             self._recaller = Recaller(store, self.settings.recall, self._embed, chat)
             self._store = store
+            metrics.ACTIVATIONS.inc()
+            metrics.ACTIVATION_LATENCY.observe((time.perf_counter() - started) * 1000)
             self._live = live_profiles(self.settings.namespace, self.settings.profiles.max_live)
             await self._report_counts()  # listed, and known to exist, before the first answer
             await self._report_use()
@@ -242,6 +246,7 @@ class ProfileBase:
         await self._report_counts(last=True)  # listed with its counts while asleep
         if self._store is not None:
             await self._store.close()
+        metrics.HIBERNATIONS.inc()
         self._leave_tracker()
         log.info(
             "profile %s hibernates after %.0f s idle", self.name, time.monotonic() - self._last_used
