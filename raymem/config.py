@@ -58,7 +58,10 @@ class DurabilitySettings(Section, frozen=True):
 
 class ProfileSettings(Section, frozen=True):
     idle_timeout_s: float = 600.0
-    max_live: int = 200
+    max_live: int = 200  # open profiles per node, shared by its hosts
+    # Profile hosts per node: each is one process (one core's worth of recall) holding
+    # many open profiles. 0: one per CPU Ray counts on the node.
+    hosts_per_node: int = 0
     retention_days: float = 90.0  # raw turns older than this are purged; 0 keeps them forever
     retention_check_s: float = 3600.0
 

@@ -1,11 +1,25 @@
-"""The typed interface of a profile: one async method per operation of its actor.
+"""The typed interface of a profile: one async method per operation of the profile.
 
-Everything that calls a profile actor goes through ``ProfileCalls``: the HTTP
+Everything that calls a profile goes through ``ProfileCalls``: the HTTP
 ingress, the in-cluster ``raymem.get_profile`` (``actors/local.py``), tests and
-benchmarks. Each method makes one explicit actor call
-(``actor.recall.remote(...)``) and checks the type of the answer, so a caller
-gets what the signature says; ``ProfileRouter`` activates the actor, caches
-its handle and retries after hibernation.
+benchmarks. Each method passes one callable that the profile's host runs
+against the open profile object (a ``ProfileActor``, see ``actors/host.py``)
+and checks the type of the answer, so a caller gets what the signature says;
+``ProfileRouter`` finds the host, caches it and retries after hibernation.
+
+How a call is written (the plumbing): the callable is a lambda over the
+profile object that calls one of its methods with the arguments, pickled to
+the host (cloudpickle carries the lambda and what it closes over)::
+
+    async def recall(self, request: RecallRequest) -> RecallResult:
+        return await self._call(RecallResult, lambda profile: profile.recall(request))
+
+A method written for the old one-actor-per-profile plumbing converts
+mechanically: ``lambda profile: profile.NAME(ARGS)`` becomes
+``lambda profile: profile.NAME(ARGS)`` (the same method of the same mixin, now
+called directly); a streaming method's
+``actor.NAME.options(num_returns="streaming").remote(ARGS)`` becomes
+``profile.NAME(ARGS)`` passed to ``router.stream``.
 
 Operations that add data (ingest, remember, append, import) create a profile
 that does not exist yet; every other one raises ``ProfileNotFound`` for it.
@@ -22,8 +36,9 @@ from typing import Any, TypeVar
 import numpy as np
 from ray.exceptions import RayActorError
 
-from raymem.actors.profile import ProcessStats
-from raymem.actors.registry import ActorHandle, ProfileRouter
+from raymem.actors.host import ProcessStats
+from raymem.actors.profile import ProfileActor
+from raymem.actors.registry import ProfileRouter
 from raymem.types import (
     AppendRequest,
     ImportResult,
@@ -56,11 +71,11 @@ class ProfileCalls:
     async def _call(
         self,
         returns: type[T],
-        invoke: Callable[[ActorHandle], Awaitable[object]],
+        operation: Callable[[ProfileActor], Awaitable[object]],
         *,
         create: bool = False,
     ) -> T:
-        result = await self.router.call(self.tenant, self.profile, invoke, create=create)
+        result = await self.router.call(self.tenant, self.profile, operation, create=create)
         if not isinstance(result, returns):
             raise TypeError(
                 f"profile {self.profile!r} answered a {type(result).__name__},"
@@ -72,15 +87,13 @@ class ProfileCalls:
 
     async def ingest(self, request: IngestRequest) -> IngestResult:
         """Store a conversation and extract memories from it."""
-        return await self._call(
-            IngestResult, lambda actor: actor.ingest.remote(request), create=True
-        )
+        return await self._call(IngestResult, lambda profile: profile.ingest(request), create=True)
 
     async def remember(self, request: RememberRequest, memory_id: str) -> MemoryWithHistory:
         """Remember one thing under ``memory_id`` (chosen by the caller: a retry writes once)."""
         return await self._call(
             MemoryWithHistory,
-            lambda actor: actor.remember.remote(request, memory_id),
+            lambda profile: profile.remember(request, memory_id),
             create=True,
         )
 
@@ -88,9 +101,7 @@ class ProfileCalls:
         self, request: RecallRequest, query_vector: np.ndarray | None = None
     ) -> RecallResult:
         """Recall; ``query_vector`` when the caller has embedded the query already."""
-        return await self._call(
-            RecallResult, lambda actor: actor.recall.remote(request, query_vector)
-        )
+        return await self._call(RecallResult, lambda profile: profile.recall(request, query_vector))
 
     async def list_memories(
         self,
@@ -104,7 +115,7 @@ class ProfileCalls:
         """A page of memories, newest first; ``before_seq`` is a previous page's cursor."""
         return await self._call(
             MemoryPage,
-            lambda actor: actor.list_memories.remote(
+            lambda profile: profile.list_memories(
                 types=types,
                 session_id=session_id,
                 include_superseded=include_superseded,
@@ -114,68 +125,66 @@ class ProfileCalls:
         )
 
     async def get_memory(self, memory_id: str) -> MemoryWithHistory:
-        return await self._call(MemoryWithHistory, lambda actor: actor.get_memory.remote(memory_id))
+        return await self._call(MemoryWithHistory, lambda profile: profile.get_memory(memory_id))
 
     async def forget(self, memory_id: str) -> None:
-        await self._call(NoneType, lambda actor: actor.forget.remote(memory_id))
+        await self._call(NoneType, lambda profile: profile.forget(memory_id))
 
     # -------------------------------------------------------------- sessions
 
     async def append_message(self, session_id: str, request: AppendRequest) -> StoredMessage:
         return await self._call(
             StoredMessage,
-            lambda actor: actor.append_message.remote(session_id, request),
+            lambda profile: profile.append_message(session_id, request),
             create=True,
         )
 
     async def last_messages(self, session_id: str, last: int | None = None) -> MessageList:
         """The session's turns, oldest first; the ``last`` ones only when given."""
         return await self._call(
-            MessageList, lambda actor: actor.last_messages.remote(session_id, last)
+            MessageList, lambda profile: profile.last_messages(session_id, last)
         )
 
     async def list_sessions(self) -> SessionList:
-        return await self._call(SessionList, lambda actor: actor.list_sessions.remote())
+        return await self._call(SessionList, lambda profile: profile.list_sessions())
 
     async def end_session(self, session_id: str) -> SessionEnded:
         """End the session and consolidate it into long-term memories."""
-        return await self._call(SessionEnded, lambda actor: actor.end_session.remote(session_id))
+        return await self._call(SessionEnded, lambda profile: profile.end_session(session_id))
 
     async def delete_session(self, session_id: str) -> SessionDeleted:
         """Delete the session's turns and forget the memories derived from it."""
-        return await self._call(
-            SessionDeleted, lambda actor: actor.delete_session.remote(session_id)
-        )
+        return await self._call(SessionDeleted, lambda profile: profile.delete_session(session_id))
 
     # ------------------------------------------------ the profile as a whole
 
     async def activate(self) -> str:
-        """Activate the profile, creating it empty if new; returns its actor's name."""
-        return await self._call(str, lambda actor: actor.ping.remote(), create=True)
+        """Activate the profile, creating it empty if new; returns ``<tenant>/<profile>``."""
+        return await self._call(str, lambda profile: profile.ping(), create=True)
 
     async def info(self) -> ProfileInfo:
         """The profile's counts of messages, current memories and sessions."""
-        return await self._call(ProfileInfo, lambda actor: actor.info.remote())
+        return await self._call(ProfileInfo, lambda profile: profile.info())
 
     async def delete(self) -> None:
         """Delete the profile's data (local and in object storage) and free its name."""
-        await self._call(NoneType, lambda actor: actor.destroy.remote())
+        await self._call(NoneType, lambda profile: profile.destroy())
         await self.router.wait_released(self.tenant, self.profile)
 
     async def wait_vectorised(self) -> None:
         """Return once every memory and message has its vector (tests, benchmarks)."""
-        await self._call(NoneType, lambda actor: actor.wait_vectorised.remote())
+        await self._call(NoneType, lambda profile: profile.wait_vectorised())
 
     # ------------------------------------------------------------ durability
 
     async def snapshot(self) -> SnapshotResult:
         """Write a snapshot to object storage now."""
-        return await self._call(SnapshotResult, lambda actor: actor.snapshot.remote())
+        return await self._call(SnapshotResult, lambda profile: profile.snapshot())
 
     async def import_archive(self, archive: bytes) -> ImportResult:
         """Load a JSON Lines archive (gzipped or not) into this new or empty profile."""
         return await self._call(
-            ImportResult, lambda actor: actor.import_archive.remote(archive), create=True
+            ImportResult, lambda profile: profile.import_archive(archive), create=True
         )
 
     async def export_chunks(self) -> AsyncIterator[bytes]:
@@ -183,38 +192,39 @@ class ProfileCalls:
         chunks = self.router.stream(
             self.tenant,
             self.profile,
-            lambda actor: actor.export_chunks.options(num_returns="streaming").remote(),
+            lambda profile: profile.export_chunks(),
         )
         async for chunk in chunks:
             if not isinstance(chunk, bytes):
                 raise TypeError(f"profile {self.profile!r} exported a {type(chunk).__name__}")
             yield chunk
 
-    # --------------------------------------------- the live actor, not woken
+    # ------------------------------------------- the open profile, not woken
 
     async def process_stats(self) -> ProcessStats | None:
-        """The live actor's process id and memory use; None when it is not live.
+        """The host process the profile is open in, and this opening of it; None when the
+        profile is not open.
 
         Never activates the profile and does not count as use, so sampling (benchmarks,
         metrics) neither wakes a hibernated profile nor keeps an idle one awake.
         """
-        handle = self.router.live_handle(self.tenant, self.profile)
-        if handle is None:
+        host = await self.router.live_host(self.tenant, self.profile)
+        if host is None:
             return None
         try:
-            stats = await handle.process_stats.remote()
-        except RayActorError:  # exited since the lookup
+            stats = await host.stats.remote(self.tenant, self.profile)
+        except RayActorError:  # the host died since the lookup
             return None
-        if not isinstance(stats, ProcessStats):
+        if stats is not None and not isinstance(stats, ProcessStats):
             raise TypeError(f"profile {self.profile!r} answered a {type(stats).__name__}")
         return stats
 
     async def hibernate(self) -> None:
-        """Ask the live actor to hibernate once no call is in flight (nothing if not live)."""
-        handle = self.router.live_handle(self.tenant, self.profile)
-        if handle is not None:
-            with contextlib.suppress(RayActorError):  # exited since the lookup: asleep already
-                await handle.hibernate.remote()
+        """Ask the open profile to hibernate once no call is in flight (nothing if not open)."""
+        host = await self.router.live_host(self.tenant, self.profile)
+        if host is not None:
+            with contextlib.suppress(RayActorError):  # the host died: asleep already
+                await host.hibernate.remote(self.tenant, self.profile)
 
 
 # ---------------------------------------------------------- blocking calls
