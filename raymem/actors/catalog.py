@@ -219,7 +219,6 @@ class ProfileCatalog:
         """Start (or find) this node's profile hosts, named by node and index."""
         node = ray.get_runtime_context().get_node_id()
         count = self._settings.profiles.hosts_per_node or _node_cpus(node)
-        max_live = max(1, self._settings.profiles.max_live // count)
         for index in range(count):
             name = f"raymem-host-{node[:12]}-{index}"
             if name in self._hosts:
@@ -236,7 +235,7 @@ class ProfileCatalog:
                 max_restarts=0,  # a dead host's profiles move to another; it is started anew
                 max_concurrency=1000,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
-            ).remote(name, self._settings, max_live)
+            ).remote(name, self._settings, count)
 
     def _host(self, name: str) -> ActorHandle | None:
         """A host by name: started by this catalog, or found alive (after a restart)."""
@@ -261,6 +260,10 @@ class ProfileCatalog:
         name = min(self._hosts, key=lambda host: open_per_host[host])
         self._set_lease(key, name)
         return name, self._hosts[name]
+
+    async def hosts(self) -> list[tuple[str, ActorHandle]]:
+        """The profile hosts this catalog started or found (benchmarks, metrics)."""
+        return sorted(self._hosts.items())
 
     async def holder(self, tenant: str, profile: str) -> tuple[str, ActorHandle] | None:
         """The host holding the profile's lease; None when no host may have it open."""
@@ -488,6 +491,11 @@ class CatalogClient:
             return None
         assert isinstance(held, tuple)
         return str(held[0]), held[1]
+
+    async def hosts(self) -> list[tuple[str, ActorHandle]]:
+        """The names and handles of the profile hosts (benchmarks, metrics)."""
+        hosts = await self._call(list, lambda catalog: catalog.hosts.remote())
+        return [(str(name), handle) for name, handle in hosts]
 
     async def acquire(self, tenant: str, profile: str, host: str) -> bool:
         return await self._call(bool, lambda catalog: catalog.acquire.remote(tenant, profile, host))

@@ -16,8 +16,11 @@ use, hibernates when idle, restored by name):
 - Concurrent first calls in one host share one opening (a task per profile).
 - Hibernation is the profile's own (``ProfileBase``): it closes its store and
   tells the host (``closed``), which forgets it and releases the lease.
-- A bound on open profiles per host (``max_live``): opening one more asks the
-  least recently used to hibernate.
+- A bound on open profiles per host (``max_live``, from the node's memory unless
+  configured, see ``live_bound``): opening one more asks the least recently used
+  to hibernate. A watch on the node's available memory hibernates the least
+  recently used before memory runs short (``profiles.pressure_fraction``), well
+  before Ray's memory monitor would kill a process (at 0.95).
 
 Calls arrive as callables run against the profile object
 (``host.run.remote(tenant, profile, settings, lambda p: p.recall(request))``,
@@ -38,12 +41,18 @@ import ray
 from raymem.actors.catalog import CatalogClient
 from raymem.actors.profile import ProfileActor
 from raymem.actors.profile.base import ProfileBase
-from raymem.config import Settings
+from raymem.config import ProfileSettings, Settings
 from raymem.errors import ProfileClosing, ProfileMoved
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (tenant, profile)
+MB = 2**20
+PRESSURE_CHECK_S = 1.0  # how often a host reads the node's available memory
+# Under pressure a host asks this share of its open profiles (at least one) to
+# hibernate per check: memory comes back within seconds without emptying the host.
+PRESSURE_SHARE = 0.25
+
 Operation = Callable[[ProfileActor], Awaitable[object]]
 StreamOperation = Callable[[ProfileActor], AsyncIterator[object]]
 
@@ -72,6 +81,47 @@ def pss_bytes(pid: int | str = "self") -> int:
     return 0
 
 
+def node_memory() -> tuple[int, int]:
+    """The node's total and available memory in bytes, from ``/proc/meminfo``."""
+    fields = {}
+    with open("/proc/meminfo") as meminfo:
+        for line in meminfo:
+            name, value = line.split(":", 1)
+            fields[name] = int(value.split()[0]) * 1024
+    return fields["MemTotal"], fields["MemAvailable"]
+
+
+def live_bound(profiles: ProfileSettings, hosts_on_node: int, total: int, available: int) -> int:
+    """Open profiles one host may hold: its share of the node's bound.
+
+    The node's bound is ``profiles.max_live`` when set, else what ``memory_fraction``
+    of the node's memory holds at ``open_profile_mb`` per profile once what is already
+    used (``total - available``: Ray, the model pools, everything else) is counted.
+    """
+    if profiles.max_live > 0:
+        node_bound = profiles.max_live
+    else:
+        budget = profiles.memory_fraction * total - (total - available)
+        node_bound = int(budget / (profiles.open_profile_mb * MB))
+    return max(1, node_bound // max(1, hosts_on_node))
+
+
+class HostUsage(msgspec.Struct, frozen=True, kw_only=True):
+    """A host's process memory and the profiles open in it (benchmarks, metrics)."""
+
+    host: str
+    pid: int
+    rss_bytes: int
+    pss_bytes: int
+    max_live: int
+    open_profiles: list[str]
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 class _Opened:
     """A profile open in this host, and the id of this opening."""
 
@@ -83,13 +133,16 @@ class _Opened:
 class ProfileHost:
     """Many open profiles in one process (a detached async Ray actor)."""
 
-    def __init__(self, name: str, settings: Settings, max_live: int) -> None:
+    def __init__(self, name: str, settings: Settings, hosts_on_node: int) -> None:
         self.name = name
-        self.max_live = max(1, max_live)
+        self.profiles = settings.profiles
+        self.max_live = live_bound(self.profiles, hosts_on_node, *node_memory())
         self._catalog = CatalogClient(settings)
         self._profiles: dict[Key, asyncio.Future[_Opened]] = {}
         self._releasing: dict[Key, asyncio.Future[None]] = {}
         self._handle: Any = None
+        self._pressure_watch: asyncio.Task[None] | None = None
+        log.info("profile host %s holds at most %d open profiles", name, self.max_live)
 
     # ------------------------------------------------------- the HostLink side
 
@@ -149,19 +202,46 @@ class ProfileHost:
             if opening.done() and not opening.cancelled() and not opening.exception()
         }
 
-    def _make_room(self, opening: Key) -> None:
-        """Ask the least recently used profiles to hibernate while this host holds too many."""
-        staying = {
+    def _staying(self, opening: Key | None = None) -> dict[Key, ProfileActor]:
+        """Open profiles not asked to hibernate, but the one ``opening``."""
+        return {
             key: opened.profile
             for key, opened in self._open_now().items()
             if key != opening and not opened.profile.asked_to_hibernate
         }
-        while len(staying) + 1 > self.max_live and staying:
-            oldest = min(staying, key=lambda key: staying[key].last_used)
-            log.info(
-                "host %s over %d open profiles: %s hibernates", self.name, self.max_live, oldest
-            )
-            staying.pop(oldest).hibernate_soon()
+
+    def _make_room(self, opening: Key) -> None:
+        """Ask the least recently used profiles to hibernate while this host holds too many."""
+        staying = self._staying(opening)
+        over = len(staying) + 1 - self.max_live
+        if over > 0:
+            log.info("host %s over %d open profiles", self.name, self.max_live)
+            self._hibernate_least_recently_used(staying, over)
+        if self._pressure_watch is None:
+            self._pressure_watch = asyncio.create_task(self._watch_pressure())
+
+    @staticmethod
+    def _hibernate_least_recently_used(staying: dict[Key, ProfileActor], count: int) -> None:
+        for key in sorted(staying, key=lambda key: staying[key].last_used)[:count]:
+            staying[key].hibernate_soon()
+
+    async def _watch_pressure(self) -> None:
+        """Hibernate the least recently used profiles while the node's memory runs short."""
+        while True:
+            await asyncio.sleep(PRESSURE_CHECK_S)
+            total, available = node_memory()
+            used = 1 - available / total
+            staying = self._staying()
+            if used >= self.profiles.pressure_fraction and staying:
+                count = max(1, int(len(staying) * PRESSURE_SHARE))
+                log.warning(
+                    "host %s: node memory %.0f%% used, hibernating %d of %d open profiles",
+                    self.name,
+                    used * 100,
+                    count,
+                    len(staying),
+                )
+                self._hibernate_least_recently_used(staying, count)
 
     # --------------------------------------------------------------- calls
 
@@ -204,12 +284,10 @@ class ProfileHost:
         opened = self._opened(tenant, profile)
         if opened is None or opened.profile.closing:
             return None
-        with open("/proc/self/statm") as statm:
-            rss_pages = int(statm.read().split()[1])
         return ProcessStats(
             host=self.name,
             pid=os.getpid(),
-            rss_bytes=rss_pages * os.sysconf("SC_PAGE_SIZE"),
+            rss_bytes=_rss_bytes(),
             peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             pss_bytes=pss_bytes(),
             open_profiles=len(self._open_now()),
@@ -222,11 +300,35 @@ class ProfileHost:
         if opened is not None:
             opened.profile.hibernate_soon()
 
-    async def open_profiles(self) -> list[str]:
-        return sorted(f"{tenant}/{profile}" for tenant, profile in self._open_now())
+    async def usage(self) -> HostUsage:
+        """This process's memory and the profiles open in it."""
+        return HostUsage(
+            host=self.name,
+            pid=os.getpid(),
+            rss_bytes=_rss_bytes(),
+            pss_bytes=pss_bytes(),
+            max_live=self.max_live,
+            open_profiles=sorted(f"{tenant}/{profile}" for tenant, profile in self._open_now()),
+        )
 
     async def ping(self) -> str:
         return self.name
 
 
 RemoteProfileHost = ray.remote(ProfileHost)
+
+
+async def hosts_usage(settings: Settings) -> list[HostUsage]:
+    """The memory and open profiles of every profile host (benchmarks, metrics); a host
+    that died since the catalog last saw it is left out."""
+    hosts = await CatalogClient(settings).hosts()
+
+    async def usage(handle: Any) -> HostUsage | None:
+        try:
+            result = await handle.usage.remote()
+        except ray.exceptions.RayActorError:
+            return None
+        return result if isinstance(result, HostUsage) else None
+
+    found = await asyncio.gather(*(usage(handle) for _, handle in hosts))
+    return [item for item in found if item is not None]

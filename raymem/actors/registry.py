@@ -14,7 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import OutOfMemoryError, RayActorError, RayTaskError
 from tenacity import (
     AsyncRetrying,
     retry_if_exception,
@@ -47,10 +47,16 @@ RELEASE_TIMEOUT_S = 5.0
 Operation = Callable[[ProfileActor], Awaitable[T]]
 
 
+def _host_lost(exc: BaseException) -> bool:
+    """The host died (a crash, its node gone) or Ray's memory monitor killed it: an
+    ``OutOfMemoryError`` is not a ``RayActorError``."""
+    return isinstance(exc, RayActorError | OutOfMemoryError)
+
+
 def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, RayTaskError):
         return isinstance(exc.cause, ProfileClosing | ProfileMoved)
-    return isinstance(exc, RayActorError | ProfileClosing | ProfileMoved)
+    return _host_lost(exc) or isinstance(exc, ProfileClosing | ProfileMoved)
 
 
 def _retrying() -> AsyncRetrying:
@@ -123,7 +129,7 @@ class ProfileRouter:
                 except BaseException as exc:
                     if _retryable(exc):
                         self.forget_host(tenant, profile)
-                    if isinstance(exc, RayActorError):
+                    if _host_lost(exc):
                         await self.catalog.host_failed(name)
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
