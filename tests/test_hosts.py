@@ -3,12 +3,15 @@
 import uuid
 
 import msgspec
+import pytest
+import ray
 from conftest import wait_until
 
 from raymem.actors.calls import ProfileCalls, run_blocking
 from raymem.actors.host import MB, live_bound, node_memory
 from raymem.actors.registry import ProfileRouter
 from raymem.config import ProfileSettings
+from raymem.errors import ProfileMoved
 from raymem.types import IngestRequest, MessageIn, RecallRequest
 
 GB = 2**30
@@ -55,3 +58,17 @@ def test_hosts_hibernate_least_recently_used_profiles_under_memory_pressure(
         ProfileCalls(router, "default", names[0]).recall(RecallRequest(query="fact"))
     )
     assert any("pressed-0" in hit.content for hit in result.memories)
+
+
+def test_a_host_never_opens_a_profile_that_another_host_holds(serve_app, server_settings):
+    router = ProfileRouter(server_settings)
+    name = f"held-{uuid.uuid4().hex[:8]}"
+    run_blocking(ProfileCalls(router, "default", name).activate())
+    held = run_blocking(router.catalog.holder("default", name))
+    assert held is not None
+    others = [h for host, h in run_blocking(router.catalog.hosts()) if host != held[0]]
+    assert others, "the session's app starts one host per CPU"
+    with pytest.raises(ProfileMoved):
+        ray.get(others[0].run.remote("default", name, server_settings, lambda p: p.info()))
+    stats = run_blocking(ProfileCalls(router, "default", name).process_stats())
+    assert stats is not None and stats.host == held[0]

@@ -410,6 +410,8 @@ class ProfileCatalog:
 
         async def learn(tenant: str, profile: str) -> None:
             async with gate:
+                if (tenant, profile) in self._leases:
+                    return  # open or opening in a host: it reports on its own
                 calls = ProfileCalls(router, tenant, profile)
                 try:
                     await calls.info()  # it reports as it opens
