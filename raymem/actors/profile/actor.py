@@ -2,10 +2,11 @@
 
 from raymem.actors.profile.archives import ArchiveOperations
 from raymem.actors.profile.memories import MemoryOperations
+from raymem.actors.profile.procedural import ProceduralOperations
 from raymem.actors.profile.sessions import SessionOperations
 
 
-class ProfileActor(MemoryOperations, SessionOperations, ArchiveOperations):
+class ProfileActor(MemoryOperations, SessionOperations, ArchiveOperations, ProceduralOperations):
     """One open profile, named ``<tenant>/<profile>``, inside a ``ProfileHost``.
 
     Not a Ray actor itself: a host (``raymem.actors.host``) holds many of these
