@@ -9,6 +9,7 @@ import click
 import msgspec
 
 from raymem.cli_common import client_options, open_client, server_errors
+from raymem.cli_mcp import mcp
 from raymem.cli_memory import memory
 from raymem.cli_procedural import procedural
 from raymem.config import ConfigError, Settings, load_settings
@@ -199,6 +200,7 @@ def snapshot(profile: str, url: str, token: str | None) -> None:
 
 
 cli.add_command(memory)
+cli.add_command(mcp)
 cli.add_command(procedural)
 
 

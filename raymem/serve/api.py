@@ -116,7 +116,8 @@ app = FastAPI(
     title="raymem",
     version=__version__,
     description="Self-hosted memory for AI agents: ingest, remember, recall, forget.",
-    docs_url="/docs",
+    docs_url=None,  # /docs and /redoc come from packaged assets (serve/docs.py), not a CDN
+    redoc_url=None,
 )
 
 
