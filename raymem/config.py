@@ -60,7 +60,17 @@ class DurabilitySettings(Section, frozen=True):
 
 class ProfileSettings(Section, frozen=True):
     idle_timeout_s: float = 600.0
-    max_live: int = 200
+    # Open profiles per node, shared by its hosts; 0: as many as memory_fraction of the
+    # node's memory holds at open_profile_mb each, after what the node used at start.
+    max_live: int = 0
+    memory_fraction: float = 0.8
+    open_profile_mb: float = 4.0  # an open small profile (measured: benchmarks/scale.py)
+    # Memory in use on the node (all processes, as Ray's memory monitor counts it, which
+    # kills at 0.95) beyond which hosts hibernate their least recently used profiles.
+    pressure_fraction: float = 0.85
+    # Profile hosts per node: each is one process (one core's worth of recall) holding
+    # many open profiles. 0: one per CPU Ray counts on the node.
+    hosts_per_node: int = 0
     retention_days: float = 90.0  # raw turns older than this are purged; 0 keeps them forever
     retention_check_s: float = 3600.0
 

@@ -211,6 +211,21 @@ class InvalidRef(InvalidRequest):
         )
 
 
+class ProfileMoved(RaymemError):
+    """Raised by a profile host asked for a profile whose lease another host holds;
+    the caller asks the catalog where it lives now and retries."""
+
+    status = 503
+    code = "profile_moved"
+
+    def __init__(self, profile: str, host: str) -> None:
+        Exception.__init__(self, profile, host)  # args as given: it unpickles intact
+        self.profile, self.host = profile, host
+
+    def __str__(self) -> str:
+        return f"Profile {self.profile!r} is not open on host {self.host!r}; retry"
+
+
 class PatternNotFound(NotFound):
     code = "pattern_not_found"
 

@@ -14,8 +14,11 @@ class ProfileActor(
     ContextOperations,
     ProceduralOperations,
 ):
-    """One profile as a Ray actor, named ``<tenant>/<profile>``.
+    """One open profile, named ``<tenant>/<profile>``, inside a ``ProfileHost``.
 
-    Its lifecycle and background work come from ``ProfileBase``; each mixin adds
-    the operations of one area. Callers use ``raymem.actors.calls.ProfileCalls``.
+    Not a Ray actor itself: a host (``raymem.actors.host``) holds many of these
+    and runs each call against one of them. Its lifecycle and background work
+    come from ``ProfileBase``; each mixin adds the operations of one area (a new
+    subsystem adds its mixin to this list). Callers use
+    ``raymem.actors.calls.ProfileCalls``.
     """
