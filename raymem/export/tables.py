@@ -6,7 +6,7 @@ entry in ``ARCHIVE_TABLES``, in the order the tables are written. A subsystem
 that keeps tables of its own adds its line types and entries here.
 """
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import msgspec
 
@@ -70,6 +70,30 @@ class MemoryLine(Line, tag="memory", kw_only=True):
     forgotten_at: str | None
 
 
+class MemoryUseLine(Line, tag="memory_use", kw_only=True):
+    memory_id: str
+    recalled_count: int
+    last_recalled_at: str
+
+
+class ReviewModeLine(Line, tag="review_mode", kw_only=True):
+    id: int
+    mode: Literal["apply", "review"]
+    below: float
+
+
+class ProposalLine(Line, tag="proposal", kw_only=True):
+    id: str
+    action: Literal["supersede", "merge"]
+    memory_id: str
+    target_id: str
+    confidence: float
+    reason: str
+    state: Literal["pending", "approved", "rejected"]
+    created_at: str
+    decided_at: str | None
+
+
 class ArchiveTable(NamedTuple):
     """One archived table: its name, the column giving insertion order, and its line type."""
 
@@ -86,6 +110,9 @@ ARCHIVE_TABLES: list[ArchiveTable] = [
     ArchiveTable("sessions", "rowid", SessionLine),
     ArchiveTable("messages", "seq", MessageLine),
     ArchiveTable("memories", "seq", MemoryLine),
+    ArchiveTable("memory_use", "memory_id", MemoryUseLine),
+    ArchiveTable("review_mode", "id", ReviewModeLine),
+    ArchiveTable("proposals", "seq", ProposalLine),
 ]
 #: The tables ``Counts`` names; any other archived table is counted in ``Counts.other``.
 COUNTED_TABLES = ("sessions", "messages", "memories")

@@ -10,6 +10,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from raymem.store import dreams, memory_use, review
 from raymem.store.rows import RESTORED_TABLES, content_hash, placeholders, stored_value
 from raymem.store.writer import SESSION_UPSERT, StoreWriter, fetch
 
@@ -126,4 +127,9 @@ REPLAYERS: dict[str, Replayer] = {
     "import": _import,
     "session_delete": _session_delete,
     "purge": _purge,
+    "dream_adopt": dreams.replay_adopt,
+    "memory_use": memory_use.replay_use,
+    "review_mode": review.replay_mode,
+    "proposal": review.replay_proposal,
+    "proposal_decide": review.replay_decision,
 }

@@ -66,6 +66,21 @@ RESTORED_TABLES: dict[str, TableColumns] = {
         json=("source_message_ids", "source_spans"),
         lines=("search_queries",),
     ),
+    "memory_use": TableColumns(("memory_id", "recalled_count", "last_recalled_at")),
+    "review_mode": TableColumns(("id", "mode", "below")),
+    "proposals": TableColumns(
+        (
+            "id",
+            "action",
+            "memory_id",
+            "target_id",
+            "confidence",
+            "reason",
+            "state",
+            "created_at",
+            "decided_at",
+        )
+    ),
 }
 
 COUNTS_SQL = (

@@ -67,6 +67,16 @@ class ProfileStore:
             raise
         return cls(path, writer, reader, dim)
 
+    @property
+    def reader(self) -> aiosqlite.Connection:
+        """The async read-only connection, for a subsystem's reads that may scan."""
+        return self._reader
+
+    @property
+    def quick(self) -> Any:
+        """The blocking read-only connection, for a subsystem's microsecond lookups."""
+        return self._quick
+
     async def close(self) -> None:
         async with self._write_lock:
             self._quick.close()
