@@ -19,7 +19,9 @@ import numpy as np
 
 from raymem.models.generator import Decision, Generator, Neighbour, decide_by_rules
 from raymem.models.rules import Candidate
+from raymem.pipelines.review import propose, proposed_change
 from raymem.store import NewMemory, ProfileStore, StoreWriter, content_hash, to_db_time, utc_now
+from raymem.store.review import review_mode
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +162,7 @@ async def apply(
     by_topic = await writer.topic_head_ids(c.topic_key for c in candidates if c.topic_key)
     result = Reconciled(added=[], superseded=0, duplicates=0, duplicate_of=[])
     created_at = to_db_time(utc_now())
+    review = await review_mode(writer.conn)
     for index, candidate in enumerate(candidates):
         digest = content_hash(candidate.content)
         decision = decisions[index] if decisions else None
@@ -168,13 +171,19 @@ async def apply(
             result.duplicate_of.append(by_hash[digest])
             continue
         supersedes = by_topic.get(candidate.topic_key) if candidate.topic_key else None
+        merge_into = None
         if supersedes is None and decision is not None and decision.target is not None:
             if decision.action == "duplicate":
-                result.duplicates += 1
-                result.duplicate_of.append(decision.target)
-                continue
+                if not review.holds(candidate.confidence):
+                    result.duplicates += 1
+                    result.duplicate_of.append(decision.target)
+                    continue
+                merge_into = decision.target
             if decision.action == "supersede":
                 supersedes = decision.target
+        # Review mode: a low-confidence change waits as a proposal; the memory is kept.
+        held = proposed_change(review, candidate.confidence, supersedes, merge_into)
+        supersedes = None if held else supersedes
         memory = NewMemory(
             id=memory_ids[index] if memory_ids else new_memory_id(),
             type=candidate.type,
@@ -190,6 +199,8 @@ async def apply(
             created_at=created_at,
         )
         await writer.insert_memory(memory, supersedes=supersedes)
+        if held:
+            await propose(writer, held, memory.id, created_at)
         result.superseded += supersedes is not None
         result.added.append(memory.id)
         by_hash[digest] = memory.id
