@@ -151,6 +151,36 @@ class RecallSettings(Section):
     # match add up to more than this: such terms barely move BM25, yet they cost a
     # score per matching row (70 ms at 100K rows for two words found in every row).
     fts_postings_budget: int = 5000
+    # A prior from what a memory is, applied after fusion (pipelines/prior.py): a memory's
+    # score is scaled by 1 + the sum of weight * (signal - 0.5) over its importance,
+    # confidence, recency (halving every prior_half_life_days since it was said or last
+    # recalled) and use (recalls, on a log scale up to prior_use_saturation). 0 turns a
+    # signal off; see benchmarks/dream.py and the README for what each measured.
+    prior_importance_weight: float = 0.0
+    prior_confidence_weight: float = 0.0
+    prior_recency_weight: float = 0.0
+    prior_use_weight: float = 0.0
+    prior_half_life_days: float = 180.0
+    prior_use_saturation: int = 20
+
+
+class DreamSettings(Section):
+    """Dreaming: re-organising a whole profile into a candidate (pipelines/dream).
+
+    Similarities are cosines between memory vectors; see benchmarks/dream.py for
+    what the gates measured on LoCoMo.
+    """
+
+    merge_similarity: float = 0.9  # at least this similar, same values: one statement
+    contradiction_similarity: float = 0.85  # this similar, other values: the newest holds
+    max_sessions: int = 100  # the most recent sessions a dream reads: default and bound
+    # Decay: a memory's strength is its importance halving every stale_half_life_days
+    # since raymem learned it or last recalled it; below stale_below a dream retires it.
+    # With the defaults a memory of importance 0.5 retires after about 300 idle days.
+    stale_half_life_days: float = 90.0
+    stale_below: float = 0.05
+    model_prompt_chars: int = 24_000  # memories a model reads for insights, at most
+    max_insights: int = 10
 
 
 class Settings(Section):
@@ -165,6 +195,7 @@ class Settings(Section):
     models: ModelSettings = ModelSettings()
     limits: LimitSettings = LimitSettings()
     recall: RecallSettings = RecallSettings()
+    dreams: DreamSettings = DreamSettings()
 
 
 class ConfigError(ValueError):
