@@ -29,6 +29,7 @@ import numpy as np
 
 from raymem.config import RecallSettings
 from raymem.models import rules
+from raymem.pipelines.prior import apply_prior
 from raymem.pipelines.temporal import NUMBER_WORDS, WEEKDAYS
 from raymem.store import ProfileStore, to_db_time, utc_now
 from raymem.types import Memory, RecallHit, RecallRequest, RecallResult, StoredMessage
@@ -667,6 +668,7 @@ class Recaller:
         fused = fuse({**text_rankings, **vector_rankings}, weights, self.settings.rrf_k)
         items = group_by_turn(await self._load(fused, request))
         favour_speakers(items, analysis, self.settings.speaker_share)
+        apply_prior(items, self.settings, anchor, self.store.quick)
         items = await self._add_neighbours(items, request)
         items = order(items)[: request.limit]
         hits = [_hit(item) for item in items]
