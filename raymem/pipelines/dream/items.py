@@ -93,8 +93,18 @@ def _item(row: Sequence[Any]) -> Item:
         session_exists=bool(row[15]),
         use=None if row[16] is None else Use(row[16], row[17]),
         subject=subject_of(record),
-        values=frozenset(value.lower() for value in rules.concrete_values(record.content)),
+        values=concrete_values(record.content),
     )
+
+
+def concrete_values(content: str) -> frozenset[str]:
+    """The names, numbers and dates a statement names, lower case; its speaker's name aside.
+
+    "Melanie: Family's important to me" names no value: only a capital that starts
+    the sentence proper is left out, and the speaker prefix would hide that start.
+    """
+    _, said = rules.split_speaker(content)
+    return frozenset(value.lower() for value in rules.concrete_values(said))
 
 
 async def load_items(store: ProfileStore) -> list[Item]:

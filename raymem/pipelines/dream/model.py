@@ -14,9 +14,8 @@ from typing import Any, Protocol
 
 import msgspec
 
-from raymem.models import rules
 from raymem.models.generator import MalformedAnswer, json_object
-from raymem.pipelines.dream.items import Item
+from raymem.pipelines.dream.items import Item, concrete_values
 from raymem.store import NewMemory, to_db_time
 from raymem.store.dreams import Change
 
@@ -86,8 +85,7 @@ async def rewrite_merge(
         max_tokens=REWRITE_TOKENS,
     )
     statement = _parse(answer, _Rewrite).statement.strip()
-    said = {value.lower() for value in rules.concrete_values(statement)}
-    lost = members[0].values - said
+    lost = members[0].values - concrete_values(statement)
     if not statement or lost:
         raise MalformedAnswer(f"the rewrite {statement!r} leaves out {sorted(lost)}")
     memory = msgspec.structs.replace(
