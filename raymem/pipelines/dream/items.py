@@ -1,5 +1,6 @@
 """What a dream reads of a store: its current memories with their evidence, use and vectors."""
 
+import functools
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -14,6 +15,9 @@ from raymem.store.memory_use import Use
 from raymem.store.rows import from_db_time
 from raymem.store.search import current
 from raymem.store.writer import fetch
+
+#: Statements whose values are kept once read: they take half of loading a dream's memories.
+VALUES_CACHED = 100_000
 
 EmbedFn = Callable[[list[str]], Awaitable[np.ndarray]]  # texts -> unit vectors
 
@@ -97,11 +101,13 @@ def _item(row: Sequence[Any]) -> Item:
     )
 
 
+@functools.lru_cache(maxsize=VALUES_CACHED)
 def concrete_values(content: str) -> frozenset[str]:
     """The names, numbers and dates a statement names, lower case; its speaker's name aside.
 
     "Melanie: Family's important to me" names no value: only a capital that starts
     the sentence proper is left out, and the speaker prefix would hide that start.
+    Cached: a dream reads every memory once per step, and content never changes.
     """
     _, said = rules.split_speaker(content)
     return frozenset(value.lower() for value in rules.concrete_values(said))
