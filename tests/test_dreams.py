@@ -163,6 +163,8 @@ async def test_adopt_keeps_chains_and_the_writes_that_arrived_during_the_dream(s
     for content in EMMA:
         history = await store.reads.history(before[content])
         assert history[-1].id == kept
+    merged = [memory.id for memory in await store.reads.history(kept)]
+    assert sorted(merged) == sorted(before[c] for c in EMMA) and merged[-1] == kept
     old = await store.reads.get_memory(before[STANDUP_OLD])
     assert old.superseded_by == before[STANDUP_NEW]
     stale = await store.reads.get_memory("stale-stamps")
