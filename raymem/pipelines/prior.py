@@ -84,12 +84,10 @@ def apply_prior(
         quick: the profile's blocking read connection, for memory use.
     """
     weight = weights(settings)
-    memories = [item for item in items if item.memory is not None]
+    memories = [(item, item.memory) for item in items if item.memory is not None]
     if not memories or not any(weight.values()):
         return
-    use = use_of_sync(quick, [item.memory.id for item in memories]) if weight["use"] else {}
-    for item in memories:
-        assert item.memory is not None  # filtered above
-        score = item.score
-        signal = signals(item.memory, item.when, use.get(item.memory.id), now, settings)
-        item.parts[PRIOR_PART] = score * (factor(signal, weight) - 1.0)
+    use = use_of_sync(quick, [memory.id for _, memory in memories]) if weight["use"] else {}
+    for item, memory in memories:
+        signal = signals(memory, item.when, use.get(memory.id), now, settings)
+        item.parts[PRIOR_PART] = item.score * (factor(signal, weight) - 1.0)

@@ -230,7 +230,8 @@ def strength(item: Item, now: datetime, half_life_days: float) -> float:
         last = max(last, datetime.fromisoformat(item.use.last_recalled_at))
         recalls = item.use.recalled_count
     idle_days = max(0.0, (now - last).total_seconds() / 86_400)
-    return item.record.importance * 0.5 ** (idle_days / half_life_days) * (1 + math.log1p(recalls))
+    decay: float = 0.5 ** (idle_days / half_life_days)
+    return item.record.importance * decay * (1 + math.log1p(recalls))
 
 
 def stale(
