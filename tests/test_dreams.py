@@ -2,6 +2,7 @@
 
 import asyncio
 import hashlib
+import io
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -11,6 +12,7 @@ from openai_server import ChatServer
 
 from raymem.config import DreamSettings
 from raymem.errors import DreamAlreadyOpen, DreamNotFound, DreamStateConflict
+from raymem.export.archive import export_archive
 from raymem.models.generator import OpenAIChat
 from raymem.pipelines import ingest
 from raymem.pipelines.dream import Dreams
@@ -102,6 +104,10 @@ async def test_a_dream_reorganises_a_candidate_and_leaves_the_profile_untouched(
     candidate = await ProfileStore.open(dreams.candidate(started.id), dim=DIM)
     try:
         after = await current_contents(candidate)
+        # The candidate is a whole profile: same schema, ledger and archive format.
+        archive = await export_archive(candidate, io.BytesIO(), profile="candidate")
+        assert archive.counts.memories == len(before)  # every version, the old ones kept
+        assert archive.ledger_seq == await store.reads.ledger_seq()
     finally:
         await candidate.close()
     assert sum(content in after for content in EMMA) == 1  # one statement per fact
