@@ -28,7 +28,6 @@ import msgspec
 
 from raymem.config import DreamSettings
 from raymem.errors import DreamAlreadyOpen, DreamNotFound, DreamStateConflict
-from raymem.models.generator import MalformedAnswer
 from raymem.pipelines.dream import model as dream_model
 from raymem.pipelines.dream import rules as dream_rules
 from raymem.pipelines.dream.items import EmbedFn, Item, load_items
@@ -109,6 +108,7 @@ class Dreams:
         Raises:
             DreamAlreadyOpen: another dream is running or waits for review.
         """
+        bound = self.settings.max_sessions
         async with self._lock:
             async with self.store.write() as writer:
                 found = await jobs.open_dream(writer.conn)
@@ -118,7 +118,7 @@ class Dreams:
                         state="running",
                         step=QUEUED,
                         instructions=instructions,
-                        max_sessions=max_sessions or self.settings.max_sessions,
+                        max_sessions=min(max_sessions or bound, bound),
                         base_seq=0,
                         counts={},
                         started_at=self._now(),
@@ -295,7 +295,7 @@ class Dreams:
                 out.append(
                     await dream_model.rewrite_merge(self.model, change, members, self.clock())
                 )
-            except (MalformedAnswer, Exception) as exc:
+            except Exception as exc:  # a malformed answer, a lost value, a dead endpoint
                 log.warning("dream: keeping the best-supported statement of a merge: %s", exc)
                 out.append(change)
         return out
