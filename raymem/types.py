@@ -57,6 +57,9 @@ class RecallRequest(Request, kw_only=True):
     session_id: Name | None = None
     synthesize: bool = True
     include_messages: bool = True  # the raw-message channel (the safety net)
+    # "Now" for the relative dates of the query ("yesterday", "how long ago"): the
+    # server's clock when not given; replays and benchmarks pass the question's date.
+    as_of: datetime | None = None
 
 
 class AppendRequest(Request, kw_only=True):
@@ -104,11 +107,16 @@ class MemoryWithHistory(Memory, kw_only=True):
 
 
 class RecallHit(Memory, kw_only=True):
-    """A recalled memory, or a raw message (type "message") that only the message channels found."""
+    """A recalled memory, or a raw message (type "message") that only the message channels found.
+
+    A raw message whose memories were all replaced since is ``stale``: it ranks below
+    what replaced it, and ``superseded_by`` names the memory that holds now.
+    """
 
     score: float = 0.0
     channels: list[str] = []
     role: str | None = None  # set on raw messages only
+    stale: bool = False
 
 
 class RecallResult(Schema, kw_only=True):
@@ -116,6 +124,9 @@ class RecallResult(Schema, kw_only=True):
     memories: list[RecallHit]
     method: str
     latency_ms: dict[str, float]
+    # Which stages a configured model ran: {"analysis": "rules+model", "answer": "model"};
+    # "rules" without a model, "rules (model failed: ...)" when it failed or was slow.
+    generated_by: dict[str, str] = {}
 
 
 class StoredMessage(Schema, kw_only=True):
@@ -202,6 +213,7 @@ class ArchiveCounts(Schema, kw_only=True):
     sessions: int
     messages: int
     memories: int
+    other: dict[str, int] = {}  # rows of the other tables (blocks, actions, ...), by table
 
 
 class ImportResult(Schema, kw_only=True):

@@ -13,7 +13,7 @@ from openai_server import ChatServer
 from raymem.config import DreamSettings
 from raymem.errors import DreamAlreadyOpen, DreamNotFound, DreamStateConflict
 from raymem.export.archive import export_archive
-from raymem.models.generator import OpenAIChat
+from raymem.models.chat import OpenAIChat
 from raymem.pipelines import ingest
 from raymem.pipelines.dream import Dreams
 from raymem.store import NewMemory, ProfileStore, to_db_time, utc_now

@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from raymem.models import rules
+from raymem.pipelines import rules
+from raymem.pipelines.language import split_speaker
 from raymem.store import NewMemory, ProfileStore
 from raymem.store.memory_use import Use
 from raymem.store.rows import from_db_time
@@ -68,7 +69,7 @@ def subject_of(record: NewMemory) -> str:
     """Whom a memory is about: its topic key's subject, the speaker it names, or the user."""
     if record.topic_key and "." in record.topic_key:
         return record.topic_key.split(".", 1)[0]
-    speaker, _ = rules.split_speaker(record.content)
+    speaker, _ = split_speaker(record.content)
     return rules.subject_key(speaker)
 
 
@@ -109,7 +110,7 @@ def concrete_values(content: str) -> frozenset[str]:
     the sentence proper is left out, and the speaker prefix would hide that start.
     Cached: a dream reads every memory once per step, and content never changes.
     """
-    _, said = rules.split_speaker(content)
+    _, said = split_speaker(content)
     return frozenset(value.lower() for value in rules.concrete_values(said))
 
 

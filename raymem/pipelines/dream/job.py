@@ -28,10 +28,10 @@ import msgspec
 
 from raymem.config import DreamSettings
 from raymem.errors import DreamAlreadyOpen, DreamNotFound, DreamStateConflict
+from raymem.models.chat import ChatModel
 from raymem.pipelines.dream import model as dream_model
 from raymem.pipelines.dream import rules as dream_rules
 from raymem.pipelines.dream.items import EmbedFn, Item, load_items
-from raymem.pipelines.dream.model import ChatModel
 from raymem.store import ProfileStore, to_db_time, utc_now
 from raymem.store import dreams as jobs
 from raymem.store.connection import open_sync

@@ -10,12 +10,13 @@ import logging
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
-from raymem.models.generator import MalformedAnswer, json_object
+from raymem.models.chat import ChatModel, MalformedAnswer
 from raymem.pipelines.dream.items import Item, concrete_values
+from raymem.pipelines.generators import json_object
 from raymem.store import NewMemory, to_db_time
 from raymem.store.dreams import Change
 
@@ -39,12 +40,6 @@ together and none states alone. Each memory is a line "[id] statement".
 Answer with one JSON object and nothing else:
 {"insights": [{"statement": "...", "evidence": ["id", "id", ...]}]}
 Cite at least two memories for each insight, by the ids shown. Propose none rather than guess."""
-
-
-class ChatModel(Protocol):
-    """A chat-completion model: messages in, the assistant's text out."""
-
-    async def complete(self, messages: list[dict[str, str]], *, max_tokens: int) -> str: ...
 
 
 class _Rewrite(msgspec.Struct):
