@@ -43,6 +43,18 @@ from raymem.types import (
     SnapshotResult,
     StoredMessage,
 )
+from raymem.types_dreams import (
+    DreamAdopted,
+    DreamDiff,
+    DreamList,
+    DreamRequest,
+    DreamStatus,
+    Proposal,
+    ProposalList,
+    ProposalState,
+    ReviewMode,
+    ReviewModeName,
+)
 
 T = TypeVar("T")
 
@@ -145,6 +157,70 @@ class ProfileCalls:
         """Delete the session's turns and forget the memories derived from it."""
         return await self._call(
             SessionDeleted, lambda actor: actor.delete_session.remote(session_id)
+        )
+
+    # ---------------------------------------------------------------- dreams
+
+    async def start_dream(self, request: DreamRequest) -> DreamStatus:
+        """Start re-organising the profile into a candidate; it runs in the background."""
+        return await self._call(DreamStatus, lambda actor: actor.start_dream.remote(request))
+
+    async def dream_status(self, dream_id: str) -> DreamStatus:
+        return await self._call(DreamStatus, lambda actor: actor.dream_status.remote(dream_id))
+
+    async def list_dreams(self) -> DreamList:
+        """The profile's latest dreams, newest first."""
+        return await self._call(DreamList, lambda actor: actor.list_dreams.remote())
+
+    async def dream_diff(self, dream_id: str) -> DreamDiff:
+        """Every change a ready (or adopted) dream makes, with its reason."""
+        return await self._call(DreamDiff, lambda actor: actor.dream_diff.remote(dream_id))
+
+    async def adopt_dream(self, dream_id: str) -> DreamAdopted:
+        """Apply a ready dream's changes to the profile, in one transaction."""
+        return await self._call(DreamAdopted, lambda actor: actor.adopt_dream.remote(dream_id))
+
+    async def discard_dream(self, dream_id: str) -> DreamStatus:
+        """Delete a ready dream's candidate; the profile stays as it is."""
+        return await self._call(DreamStatus, lambda actor: actor.discard_dream.remote(dream_id))
+
+    async def cancel_dream(self, dream_id: str) -> DreamStatus:
+        """Stop a running dream and delete its candidate."""
+        return await self._call(DreamStatus, lambda actor: actor.cancel_dream.remote(dream_id))
+
+    async def wait_dream(self, dream_id: str) -> DreamStatus:
+        """Return once a running dream is ready, or has failed (tests, benchmarks)."""
+        return await self._call(DreamStatus, lambda actor: actor.wait_dream.remote(dream_id))
+
+    # ---------------------------------------------------------- review queue
+
+    async def review_mode(self) -> ReviewMode:
+        return await self._call(ReviewMode, lambda actor: actor.review_mode.remote())
+
+    async def set_review_mode(
+        self, mode: ReviewModeName, *, below: float | None = None
+    ) -> ReviewMode:
+        """``review``: low-confidence supersessions and merges wait as proposals."""
+        return await self._call(ReviewMode, lambda actor: actor.set_review_mode.remote(mode, below))
+
+    async def list_proposals(
+        self, *, state: ProposalState | None = None, limit: int = 100
+    ) -> ProposalList:
+        """Proposals, oldest first; only those in ``state`` when given."""
+        return await self._call(
+            ProposalList, lambda actor: actor.list_proposals.remote(state, limit)
+        )
+
+    async def approve_proposal(self, proposal_id: str) -> Proposal:
+        """Make the change a proposal holds."""
+        return await self._call(
+            Proposal, lambda actor: actor.decide_proposal.remote(proposal_id, "approved")
+        )
+
+    async def reject_proposal(self, proposal_id: str) -> Proposal:
+        """Leave both memories of a proposal as they are."""
+        return await self._call(
+            Proposal, lambda actor: actor.decide_proposal.remote(proposal_id, "rejected")
         )
 
     # ------------------------------------------------ the profile as a whole

@@ -20,13 +20,15 @@ from raymem.actors.pools import (
 from raymem.config import Settings, load_settings
 from raymem.serve.api import app
 from raymem.serve.routes.archives import ArchiveRoutes
+from raymem.serve.routes.dreams import DreamRoutes
 from raymem.serve.routes.memories import MemoryRoutes
 from raymem.serve.routes.profiles import ProfileRoutes
+from raymem.serve.routes.review import ReviewRoutes
 from raymem.serve.routes.sessions import SessionRoutes
 
 
 @serve.ingress(app)
-class Ingress(MemoryRoutes, SessionRoutes, ProfileRoutes, ArchiveRoutes):
+class Ingress(MemoryRoutes, SessionRoutes, ProfileRoutes, ArchiveRoutes, DreamRoutes, ReviewRoutes):
     """Authenticates, validates and routes each request to its profile actor."""
 
 

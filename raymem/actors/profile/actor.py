@@ -1,13 +1,19 @@
 """ProfileActor: the single owner and writer of one profile's SQLite file."""
 
 from raymem.actors.profile.archives import ArchiveOperations
+from raymem.actors.profile.dreams import DreamOperations
 from raymem.actors.profile.memories import MemoryOperations
+from raymem.actors.profile.review import ReviewOperations
 from raymem.actors.profile.sessions import SessionOperations
 
 
-class ProfileActor(MemoryOperations, SessionOperations, ArchiveOperations):
+class ProfileActor(
+    MemoryOperations, SessionOperations, ArchiveOperations, DreamOperations, ReviewOperations
+):
     """One profile as a Ray actor, named ``<tenant>/<profile>``.
 
     Its lifecycle and background work come from ``ProfileBase``; each mixin adds
     the operations of one area. Callers use ``raymem.actors.calls.ProfileCalls``.
+    ``DreamOperations`` extends opening and hibernating, to resume and stop a
+    profile's dream with them.
     """

@@ -38,8 +38,9 @@ from raymem.errors import ProfileClosing
 from raymem.pipelines.classify import TypePrototypes
 from raymem.pipelines.generators import Generator, LLMGenerator, make_generator
 from raymem.pipelines.recall import Recaller
+from raymem.pipelines.use import UseRecorder
 from raymem.store import ProfileStore, to_db_time, utc_now
-from raymem.types import ProfileInfo
+from raymem.types import ProfileInfo, RecallResult
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,10 @@ IDLE_CHECKS_PER_TIMEOUT = 4
 IDLE_CHECK_MIN_S = 0.05
 IDLE_CHECK_MAX_S = 5.0
 EXIT_DELAY_S = 0.05  # time for the reply being sent when the actor decides to exit
+# Which memories recall returned is written at most this often, in one transaction,
+# off the request path (ranking's prior and a dream's decay read it); hibernation
+# writes what is left.
+USE_FLUSH_S = 30.0
 
 
 class ProcessStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -100,6 +105,8 @@ class ProfileBase:
         self._embedder: Any = None  # the embedder pool's deployment handle
         self._generator: Generator | None = None
         self._prototypes = TypePrototypes()  # embedded on the first ingest that needs them
+        self._uses = UseRecorder()
+        self._use_flusher: asyncio.Task[None] | None = None
         self._vectoriser: asyncio.Task[None] | None = None
         self._idle_watch: asyncio.Task[None] | None = None
         self._retention: asyncio.Task[None] | None = None
@@ -203,6 +210,7 @@ class ProfileBase:
 
     async def _hibernate(self) -> None:
         self._closing = True
+        await self._flush_use()
         try:
             await self._durability.close()
         except Exception:  # object storage unreachable: stay awake, so nothing is lost
@@ -308,6 +316,27 @@ class ProfileBase:
         async with self._catalog_lock:
             self._catalog_done = True
             await self._catalog.forget(self.tenant, self.profile)
+
+    def _note_use(self, result: RecallResult) -> None:
+        """Count the memories a recall returned; they are written within ``USE_FLUSH_S``."""
+        self._uses.note(result)
+        if len(self._uses) and (self._use_flusher is None or self._use_flusher.done()):
+            self._use_flusher = asyncio.create_task(self._flush_use_later())
+
+    async def _flush_use_later(self) -> None:
+        await asyncio.sleep(USE_FLUSH_S)
+        if not self._closing and await self._flush_use():
+            await self._after_write()
+
+    async def _flush_use(self) -> int:
+        """Write the memory use noted so far; how many memories (0 on failure: kept)."""
+        if self._store is None:
+            return 0
+        try:
+            return await self._uses.flush(self._store)
+        except Exception:  # kept in memory for the next flush
+            log.warning("profile %s: memory use not written yet", self.name, exc_info=True)
+            return 0
 
     def _vectorise_soon(self) -> None:
         if self._vectoriser is None or self._vectoriser.done():
