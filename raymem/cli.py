@@ -9,6 +9,7 @@ import click
 import msgspec
 
 from raymem.cli_common import client_options, open_client, server_errors
+from raymem.cli_dream import dream, review
 from raymem.cli_memory import memory
 from raymem.config import ConfigError, Settings, load_settings
 
@@ -198,6 +199,8 @@ def snapshot(profile: str, url: str, token: str | None) -> None:
 
 
 cli.add_command(memory)
+cli.add_command(dream)
+cli.add_command(review)
 
 
 def main() -> None:

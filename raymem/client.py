@@ -23,6 +23,10 @@ import msgspec
 from raymem.archive_io import Destination, Progress, Source, archive_sink, read_archive
 from raymem.config import ObjectStoreSettings
 from raymem.types import (
+    DreamAdopted,
+    DreamDiff,
+    DreamList,
+    DreamStatus,
     ImportResult,
     IngestResult,
     MemoryPage,
@@ -30,24 +34,18 @@ from raymem.types import (
     MemoryWithHistory,
     MessageList,
     ProfileList,
+    Proposal,
+    ProposalList,
+    ProposalState,
     RecallResult,
+    ReviewMode,
+    ReviewModeName,
     Role,
     SessionDeleted,
     SessionEnded,
     SessionList,
     SnapshotResult,
     StoredMessage,
-)
-from raymem.types_dreams import (
-    DreamAdopted,
-    DreamDiff,
-    DreamList,
-    DreamStatus,
-    Proposal,
-    ProposalList,
-    ProposalState,
-    ReviewMode,
-    ReviewModeName,
 )
 
 DEFAULT_URL = "http://127.0.0.1:8000"

@@ -2,6 +2,9 @@
 
 import asyncio
 import io
+import json
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -268,3 +271,43 @@ def test_get_profile_dreams_and_reviews_in_cluster(serve_app, server_settings, s
     assert profile.set_review_mode("review", below=0.5).below == 0.5
     assert profile.proposals().proposals == []
     assert [dream.state for dream in profile.dreams().dreams] == ["adopted"]
+
+
+def cli(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "raymem.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        input=input,
+    )
+
+
+def test_the_cli_dreams_and_reviews(http, serve_app, seeded):
+    before = current(http, seeded)
+    options = ["-p", seeded, "--url", serve_app]
+    started = cli("dream", "start", *options, "-i", "tidy up", "--wait", "--json")
+    assert started.returncode == 0, started.stderr
+    dream = json.loads(started.stdout)
+    assert dream["state"] == "ready" and dream["instructions"] == "tidy up"
+    diff = cli("dream", "diff", dream["id"], *options)
+    assert diff.returncode == 0, diff.stderr
+    assert f"{dream['counts']['changes']} changes" in diff.stdout
+    assert "merge" in diff.stdout and "replace" in diff.stdout and "retire" in diff.stdout
+    listed = cli("dream", "ls", *options)
+    assert dream["id"] in listed.stdout and "ready" in listed.stdout
+    refused = cli("dream", "adopt", dream["id"], *options, input="n\n")
+    assert refused.returncode == 1 and current(http, seeded) == before  # declined: nothing
+    adopted = cli("dream", "adopt", dream["id"], *options, "--yes")
+    assert adopted.returncode == 0 and "changes applied" in adopted.stdout
+    assert len(current(http, seeded)) == dream["counts"]["memories_after"]
+    again = cli("dream", "discard", dream["id"], *options)
+    assert again.returncode == 1 and "409 dream_state_conflict" in again.stderr
+    bad = cli("dream", "start", *options, "--max-sessions", "0")
+    assert bad.returncode == 1 and "max_sessions" in bad.stderr
+
+    mode = cli("review", "mode", "review", "--below", "0.95", *options)
+    assert mode.returncode == 0 and mode.stdout.strip() == "review (below 0.95)"
+    assert cli("review", "ls", *options).stdout == ""
+    missing = cli("review", "approve", uuid.uuid4().hex, *options)
+    assert missing.returncode == 1 and "proposal_not_found" in missing.stderr

@@ -26,6 +26,11 @@ from raymem.actors.profile import ProcessStats
 from raymem.actors.registry import ActorHandle, ProfileRouter
 from raymem.types import (
     AppendRequest,
+    DreamAdopted,
+    DreamDiff,
+    DreamList,
+    DreamRequest,
+    DreamStatus,
     ImportResult,
     IngestRequest,
     IngestResult,
@@ -34,26 +39,19 @@ from raymem.types import (
     MemoryWithHistory,
     MessageList,
     ProfileInfo,
+    Proposal,
+    ProposalList,
+    ProposalState,
     RecallRequest,
     RecallResult,
     RememberRequest,
+    ReviewMode,
+    ReviewModeName,
     SessionDeleted,
     SessionEnded,
     SessionList,
     SnapshotResult,
     StoredMessage,
-)
-from raymem.types_dreams import (
-    DreamAdopted,
-    DreamDiff,
-    DreamList,
-    DreamRequest,
-    DreamStatus,
-    Proposal,
-    ProposalList,
-    ProposalState,
-    ReviewMode,
-    ReviewModeName,
 )
 
 T = TypeVar("T")

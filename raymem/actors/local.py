@@ -14,25 +14,23 @@ from raymem.actors.registry import ProfileRouter
 from raymem.config import Settings
 from raymem.names import DEFAULT_TENANT, validate_name
 from raymem.types import (
+    DreamAdopted,
+    DreamDiff,
+    DreamList,
+    DreamRequest,
+    DreamStatus,
     IngestRequest,
     IngestResult,
     MemoryPage,
     MemoryType,
     MemoryWithHistory,
     MessageIn,
-    RecallRequest,
-    RecallResult,
-    RememberRequest,
-)
-from raymem.types_dreams import (
-    DreamAdopted,
-    DreamDiff,
-    DreamList,
-    DreamRequest,
-    DreamStatus,
     Proposal,
     ProposalList,
     ProposalState,
+    RecallRequest,
+    RecallResult,
+    RememberRequest,
     ReviewMode,
     ReviewModeName,
 )

@@ -12,10 +12,11 @@ import numpy as np
 
 from raymem.actors.profile.base import ProfileBase, entry
 from raymem.errors import InvalidRequest
+from raymem.names import validate_id
 from raymem.pipelines.dream import STEPS, Dreams, steps_done
 from raymem.pipelines.generators import LLMGenerator
 from raymem.store.dreams import Change, DreamRow
-from raymem.types_dreams import (
+from raymem.types import (
     MAX_INSTRUCTIONS_CHARS,
     DreamAdopted,
     DreamChange,
@@ -25,7 +26,6 @@ from raymem.types_dreams import (
     DreamRequest,
     DreamStatus,
     SkippedChange,
-    check_id,
 )
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ class DreamOperations(ProfileBase):
 
     @entry
     async def dream_status(self, dream_id: str) -> DreamStatus:
-        return status_of(await self._dreams.status(check_id(dream_id, "dream")))
+        return status_of(await self._dreams.status(validate_id(dream_id, "dream")))
 
     @entry
     async def list_dreams(self) -> DreamList:
@@ -123,13 +123,13 @@ class DreamOperations(ProfileBase):
 
     @entry
     async def dream_diff(self, dream_id: str) -> DreamDiff:
-        dream, changes = await self._dreams.diff(check_id(dream_id, "dream"))
+        dream, changes = await self._dreams.diff(validate_id(dream_id, "dream"))
         return DreamDiff(id=dream.id, state=dream.state, changes=[change_of(c) for c in changes])
 
     @entry
     async def adopt_dream(self, dream_id: str) -> DreamAdopted:
         """Apply the dream's changes in one transaction; snapshot when object storage is set."""
-        dream, adopted = await self._dreams.adopt(check_id(dream_id, "dream"))
+        dream, adopted = await self._dreams.adopt(validate_id(dream_id, "dream"))
         await self._after_write()
         if self._durability.object_store is not None:
             try:  # the adopted state as a whole; the ledger has it meanwhile
@@ -147,13 +147,13 @@ class DreamOperations(ProfileBase):
 
     @entry
     async def discard_dream(self, dream_id: str) -> DreamStatus:
-        return status_of(await self._dreams.discard(check_id(dream_id, "dream")))
+        return status_of(await self._dreams.discard(validate_id(dream_id, "dream")))
 
     @entry
     async def cancel_dream(self, dream_id: str) -> DreamStatus:
-        return status_of(await self._dreams.cancel(check_id(dream_id, "dream")))
+        return status_of(await self._dreams.cancel(validate_id(dream_id, "dream")))
 
     @entry
     async def wait_dream(self, dream_id: str) -> DreamStatus:
         """Return once the dream stops running here (tests, benchmarks, the CLI's --wait)."""
-        return status_of(await self._dreams.wait(check_id(dream_id, "dream")))
+        return status_of(await self._dreams.wait(validate_id(dream_id, "dream")))

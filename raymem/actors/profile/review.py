@@ -5,9 +5,10 @@ from typing import Literal
 import msgspec
 
 from raymem.actors.profile.base import ProfileBase, entry
+from raymem.names import validate_id
 from raymem.store import review as queue
 from raymem.store import to_db_time, utc_now
-from raymem.types_dreams import Proposal, ProposalList, ProposalState, ReviewMode, check_id
+from raymem.types import Proposal, ProposalList, ProposalState, ReviewMode
 
 MAX_LISTED = 1_000  # proposals one listing returns at most, oldest first
 
@@ -45,7 +46,7 @@ class ReviewOperations(ProfileBase):
         """Approve (make the change) or reject (keep both memories) a pending proposal."""
         async with self._open_store.write() as writer:
             decided = await queue.decide(
-                writer, check_id(proposal_id, "proposal"), decision, to_db_time(utc_now())
+                writer, validate_id(proposal_id, "proposal"), decision, to_db_time(utc_now())
             )
         await self._after_write()
         return _wire(decided)

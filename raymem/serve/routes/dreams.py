@@ -8,7 +8,7 @@ from fastapi import Request, Response
 from raymem.serve import http
 from raymem.serve.api import SCHEMA_TYPES, app
 from raymem.serve.routes.base import IngressBase
-from raymem.types_dreams import DreamAdopted, DreamDiff, DreamList, DreamRequest, DreamStatus
+from raymem.types import DreamAdopted, DreamDiff, DreamList, DreamRequest, DreamStatus
 
 SCHEMA_TYPES.extend([DreamRequest, DreamStatus, DreamList, DreamDiff, DreamAdopted])
 

@@ -8,7 +8,7 @@ from fastapi import Query, Request, Response
 from raymem.serve import http
 from raymem.serve.api import SCHEMA_TYPES, app
 from raymem.serve.routes.base import IngressBase
-from raymem.types_dreams import Proposal, ProposalList, ProposalState, ReviewMode, ReviewModeRequest
+from raymem.types import Proposal, ProposalList, ProposalState, ReviewMode, ReviewModeRequest
 
 SCHEMA_TYPES.extend([ReviewMode, ReviewModeRequest, Proposal, ProposalList])
 
