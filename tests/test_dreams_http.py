@@ -7,15 +7,22 @@ import subprocess
 import sys
 import uuid
 
+import msgspec
 import pytest
+from conftest import wait_until
+from test_actors import live_actor_id
 from test_dreams import EMMA, OTHERS, STALE, STANDUP_NEW, STANDUP_OLD, seed
 
 import raymem
+from raymem.actors.calls import ProfileCalls, run_blocking
 from raymem.actors.layout import profile_path
+from raymem.actors.registry import ProfileRouter
 from raymem.client import AsyncClient, Client, RaymemHTTPError
 from raymem.export.archive import export_archive
 from raymem.store import ProfileStore
+from raymem.store.connection import open_sync
 from raymem.store.dreams import candidate_path
+from raymem.types import DreamRequest, RecallRequest
 
 DIM = 384
 CHANGE_FIELDS = {"action", "memory_ids", "content", "reason"}
@@ -311,3 +318,35 @@ def test_the_cli_dreams_and_reviews(http, serve_app, seeded):
     assert cli("review", "ls", *options).stdout == ""
     missing = cli("review", "approve", uuid.uuid4().hex, *options)
     assert missing.returncode == 1 and "proposal_not_found" in missing.stderr
+
+
+def test_a_dream_keeps_its_profile_awake_and_survives_hibernation(
+    serve_app, server_settings, tmp_path
+):
+    quick = msgspec.structs.replace(
+        server_settings,
+        profiles=msgspec.structs.replace(server_settings.profiles, idle_timeout_s=0.5),
+    )
+    name = f"dreamy-{uuid.uuid4().hex[:8]}"
+    calls = ProfileCalls(ProfileRouter(quick), "default", name)
+    run_blocking(calls.import_archive(asyncio.run(seeded_archive(tmp_path))))
+    recalled = run_blocking(
+        calls.recall(RecallRequest(query="standup time", include_messages=False))
+    )
+    assert recalled.memories
+    started = run_blocking(calls.start_dream(DreamRequest()))
+    # Idle at once, but a running dream keeps the actor: it sleeps once the dream is ready.
+    wait_until(lambda: live_actor_id(quick, name) is None, timeout=60)
+    path = profile_path(quick, "default", name)
+    assert candidate_path(path, started.id).exists()
+    conn = open_sync(path)
+    try:  # hibernation wrote the memory use that recall noted
+        used = dict(conn.execute("SELECT memory_id, recalled_count FROM memory_use").fetchall())
+    finally:
+        conn.close()
+    assert used == {hit.id: 1 for hit in recalled.memories}
+    woken = run_blocking(calls.dream_status(started.id))  # re-activates the profile
+    assert woken.state == "ready" and woken.progress.done == woken.progress.total
+    adopted = run_blocking(calls.adopt_dream(started.id))
+    assert adopted.dream.state == "adopted" and adopted.applied == woken.counts["changes"]
+    run_blocking(calls.delete())

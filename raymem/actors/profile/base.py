@@ -203,10 +203,13 @@ class ProfileBase:
             if self._last_used != float("-inf"):
                 await self._report_use()
             idle = time.monotonic() - self._last_used
-            busy = self._vectoriser is not None and not self._vectoriser.done()
-            if idle >= timeout and self._inflight == 0 and not busy:
+            if idle >= timeout and self._inflight == 0 and not self._busy():
                 await self._hibernate()
                 return
+
+    def _busy(self) -> bool:
+        """Whether background work keeps the profile awake (a mixin may add its own)."""
+        return self._vectoriser is not None and not self._vectoriser.done()
 
     async def _hibernate(self) -> None:
         self._closing = True

@@ -1,8 +1,9 @@
 """A profile actor's dreams: start one, follow it, read its diff, adopt, discard or cancel it.
 
 A dream runs as a task of this actor, outside any request, on a copy of the
-profile (``raymem.pipelines.dream``). When the profile hibernates the task
-stops after its last completed step, and the next activation resumes it: any
+profile (``raymem.pipelines.dream``), and keeps the profile awake meanwhile.
+If the profile stops anyway (hibernated by force, killed, moved), the task
+stops after its last completed step and the next activation resumes it: any
 call does, and polling a dream's status is one.
 """
 
@@ -85,6 +86,10 @@ class DreamOperations(ProfileBase):
         """A dream's embeddings queue behind requests' (the pool's background lane)."""
         vectors: np.ndarray = await self._embedder.embed_background.remote(texts)
         return vectors
+
+    def _busy(self) -> bool:
+        """A running dream keeps the profile awake, as vectorising does."""
+        return super()._busy() or (self._dream_jobs is not None and self._dream_jobs.busy)
 
     async def _hibernate(self) -> None:
         """Stop a running dream at its last completed step first; it resumes on activation."""
