@@ -10,15 +10,16 @@ from pathlib import Path
 import pytest
 from openai_server import ChatServer
 
-from raymem.config import DreamSettings
+from raymem.config import DreamSettings, RecallSettings
 from raymem.errors import DreamAlreadyOpen, DreamNotFound, DreamStateConflict
 from raymem.export.archive import export_archive
 from raymem.models.chat import OpenAIChat
 from raymem.pipelines import ingest
 from raymem.pipelines.dream import Dreams
+from raymem.pipelines.recall import Recaller
 from raymem.store import NewMemory, ProfileStore, to_db_time, utc_now
 from raymem.store.replay import replay
-from raymem.types import MessageIn
+from raymem.types import MessageIn, RecallRequest
 
 DIM = 384
 T0 = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
@@ -373,3 +374,28 @@ async def test_a_model_rewrite_that_loses_a_value_keeps_the_rules_statement(stor
     merge = next(change for change in changes if change.action == "merge")
     assert merge.content in EMMA  # "Emma" was lost: the best-supported statement stays
     assert [change.action for change in changes].count("insight") == 0  # no evidence cited
+
+
+async def test_a_retired_memory_leaves_recall_but_its_turn_still_speaks(store, embed):
+    said = "I once collected stamps from Iceland as a kid."
+    await ingest.ingest(store, "s1", turns(T0, said, "I want to forget my old pin code 4431."))
+    memories = await current_contents(store)
+    stale_id, pin_id = memories[said], memories["I want to forget my old pin code 4431."]
+    async with store.write() as writer:  # learned two years ago, never recalled since
+        await writer.conn.execute(
+            "UPDATE memories SET created_at = ?, importance = 0.3 WHERE id = ?",
+            (to_db_time(utc_now() - timedelta(days=730)), stale_id),
+        )
+        await writer.forget(pin_id)  # asked for: its turn leaves recall too
+    dreams = Dreams(store, DreamSettings(), embed=embed)
+    dream_id = await dream_to_ready(dreams)
+    _, adopted = await dreams.adopt(dream_id)
+    assert [(c.action, c.memory_ids) for c in adopted.applied] == [("retire", [stale_id])]
+    assert (await store.reads.get_memory(stale_id)).forgotten_at is not None
+
+    recaller = Recaller(store, RecallSettings(), embed)
+    stamps = await recaller.recall(RecallRequest(query="Which stamps did I collect?"))
+    assert stale_id not in {hit.id for hit in stamps.memories}
+    assert any(hit.type == "message" and "Iceland" in hit.content for hit in stamps.memories)
+    pin = await recaller.recall(RecallRequest(query="What was my old pin code?"))
+    assert not any("4431" in hit.content for hit in pin.memories)

@@ -10,6 +10,7 @@ from raymem.pipelines import ingest
 from raymem.store import ProfileStore
 from raymem.store import memory_use as use
 from raymem.store import review as queue
+from raymem.store.dreams import Change, apply_change
 from raymem.store.replay import replay
 from raymem.store.review import ReviewMode
 from raymem.types import MessageIn
@@ -149,10 +150,19 @@ async def test_the_ledger_replays_use_and_the_review_queue_onto_another_copy(sto
         await copy.close()
 
 
-async def test_archives_carry_use_and_the_review_queue_byte_for_byte(store, tmp_path):
+async def test_archives_carry_use_retirements_and_the_review_queue_byte_for_byte(store, tmp_path):
     await filled(store)
+    memories, _ = await store.reads.list_memories(limit=1)
+    retire = Change(action="retire", memory_ids=[memories[0].id], content="", reason="stale")
+    async with store.write() as writer:
+        await apply_change(writer, retire, "2025-05-03T00:00:00.000000+00:00")
     first = await export_archive(store, tmp_path / "a.jsonl", profile="p")
-    assert first.counts.other == {"memory_use": 3, "review_mode": 1, "proposals": 2}
+    assert first.counts.other == {
+        "memory_use": 3,
+        "review_mode": 1,
+        "proposals": 2,
+        "retired_memories": 1,
+    }
     target = await ProfileStore.open(tmp_path / "dst" / "profile.db", dim=DIM)
     try:
         await import_archive(target, tmp_path / "a.jsonl", profile="p")

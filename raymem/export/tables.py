@@ -70,6 +70,11 @@ class MemoryLine(Line, tag="memory", kw_only=True):
     forgotten_at: str | None
 
 
+class RetiredMemoryLine(Line, tag="retired_memory", kw_only=True):
+    memory_id: str
+    reason: str
+
+
 class MemoryUseLine(Line, tag="memory_use", kw_only=True):
     memory_id: str
     recalled_count: int
@@ -110,6 +115,7 @@ ARCHIVE_TABLES: list[ArchiveTable] = [
     ArchiveTable("sessions", "rowid", SessionLine),
     ArchiveTable("messages", "seq", MessageLine),
     ArchiveTable("memories", "seq", MemoryLine),
+    ArchiveTable("retired_memories", "memory_id", RetiredMemoryLine),
     ArchiveTable("memory_use", "memory_id", MemoryUseLine),
     ArchiveTable("review_mode", "id", ReviewModeLine),
     ArchiveTable("proposals", "seq", ProposalLine),

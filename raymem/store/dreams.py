@@ -182,6 +182,10 @@ async def apply_change(writer: StoreWriter, change: Change, at: str) -> None:
     elif change.action == "retire":
         for memory_id in change.memory_ids:
             await writer.mark_forgotten(memory_id, at)
+        await writer.conn.executemany(
+            "INSERT OR IGNORE INTO retired_memories (memory_id, reason) VALUES (?, ?)",
+            [(memory_id, change.reason) for memory_id in change.memory_ids],
+        )
 
 
 async def _write_memory(writer: StoreWriter, memory: NewMemory) -> None:

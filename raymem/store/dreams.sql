@@ -27,6 +27,14 @@ CREATE TABLE dream_changes (
     PRIMARY KEY (dream_id, number)
 ) WITHOUT ROWID;
 
+-- Memories a dream retired (stale, or their evidence lost). Like a forgotten memory
+-- a retired one has forgotten_at set and leaves recall; unlike a forget, which the
+-- person asked for, the turns it came from stay in recall (store.search.turn_memories).
+CREATE TABLE retired_memories (
+    memory_id  TEXT PRIMARY KEY,
+    reason     TEXT NOT NULL
+) WITHOUT ROWID;
+
 -- How often recall returned a memory, and when it last did.
 CREATE TABLE memory_use (
     memory_id         TEXT PRIMARY KEY,

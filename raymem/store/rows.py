@@ -66,6 +66,7 @@ RESTORED_TABLES: dict[str, TableColumns] = {
         json=("source_message_ids", "source_spans"),
         lines=("search_queries",),
     ),
+    "retired_memories": TableColumns(("memory_id", "reason")),
     "memory_use": TableColumns(("memory_id", "recalled_count", "last_recalled_at")),
     "review_mode": TableColumns(("id", "mode", "below")),
     "proposals": TableColumns(
