@@ -209,11 +209,12 @@ class SnapshotResult(Schema, kw_only=True):
     ledger_seq: int
 
 
-class ArchiveCounts(Schema, kw_only=True):
+class ArchiveCounts(Schema, kw_only=True, omit_defaults=True):
     sessions: int
     messages: int
     memories: int
-    other: dict[str, int] = {}  # rows of the other tables (blocks, actions, ...), by table
+    # Rows of the other tables (blocks, actions, ...) by table; left out when there are none.
+    other: dict[str, int] = {}
 
 
 class ImportResult(Schema, kw_only=True):

@@ -211,11 +211,11 @@ def data_dirs(settings: Settings) -> set[str]:
 
 
 def test_routes_work_under_a_route_prefix_beside_the_keyless_app(serve_app, auth_url, alice):
-    assert httpx.get(f"{auth_url}/healthz").json()["status"] == "ok"
+    assert httpx.get(f"{auth_url}/healthz", timeout=60).json()["status"] == "ok"
     assert alice.get("/v1/profiles").status_code == 200
     # the keyless app at "/" still needs no key; the keyed one under /auth does
-    assert httpx.get(f"{serve_app}/v1/profiles").status_code == 200
-    assert_error(httpx.get(f"{auth_url}/v1/profiles"), 401, "unauthorized")
+    assert httpx.get(f"{serve_app}/v1/profiles", timeout=60).status_code == 200
+    assert_error(httpx.get(f"{auth_url}/v1/profiles", timeout=60), 401, "unauthorized")
 
 
 @pytest.mark.parametrize(

@@ -221,6 +221,7 @@ def test_cli_export_and_import(serve_app, profile_name, tmp_path):
     httpx.post(
         f"{serve_app}/v1/profiles/{profile_name}/memories",
         json={"content": "My dog is called Pixel."},
+        timeout=60,
     )
     archive = tmp_path / "backup.jsonl.gz"
     out = subprocess.run(
@@ -237,5 +238,7 @@ def test_cli_export_and_import(serve_app, profile_name, tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "1 memories" in out.stdout
-    memories = httpx.get(f"{serve_app}/v1/profiles/{restored}/memories").json()["memories"]
+    memories = httpx.get(f"{serve_app}/v1/profiles/{restored}/memories", timeout=60).json()[
+        "memories"
+    ]
     assert [m["content"] for m in memories] == ["My dog is called Pixel."]

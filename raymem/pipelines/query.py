@@ -14,7 +14,7 @@ import msgspec
 
 from raymem.pipelines import rules
 from raymem.pipelines.language import QUERY_STOPWORDS, query_words
-from raymem.pipelines.temporal import TimeRange, time_ranges
+from raymem.pipelines.temporal import TimeRange, is_relative, time_ranges
 from raymem.store import utc_now
 
 MAX_TERMS = 32  # FTS5 phrases per query: the content words and their variants, in order
@@ -275,12 +275,21 @@ def analyse(query: str, anchor: datetime | None = None) -> Analysis:
         query: the question.
         anchor: "now" for the relative dates it names (the request's ``as_of``, or the clock).
     """
+    ranges = time_ranges(query, anchor or utc_now())
     return Analysis(
-        fts_terms=fts_terms(query),
+        fts_terms=fts_terms(_without_relative_times(query, ranges)),
         topic_keys=query_topic_keys(query),
         hyde=hyde_statement(query),
-        time_ranges=time_ranges(query, anchor or utc_now()),
+        time_ranges=ranges,
         names=query_names(query),
         asks_assistant=bool(ASKS_ASSISTANT.search(query)),
         asks_current=bool(ASKS_CURRENT.search(query)),
     )
+
+
+def _without_relative_times(query: str, ranges: Sequence[TimeRange]) -> str:
+    """The query less its relative time phrases, which the time channels read by date."""
+    for time_range in ranges:
+        if is_relative(time_range.phrase):
+            query = query.replace(time_range.phrase, " ")
+    return query

@@ -432,6 +432,19 @@ def time_ranges(query: str, anchor: datetime) -> list[TimeRange]:
     ]
 
 
+# Words that make a time expression relative to when it is said: "yesterday" in a
+# stored turn is another day than "yesterday" in a question, so such a phrase is
+# matched by date, never as words.
+_DEICTIC = re.compile(
+    r"\b(yesterday|today|tonight|tomorrow|ago|last|next|this|past|within)\b", re.I
+)
+
+
+def is_relative(phrase: str) -> bool:
+    """Whether a time phrase counts from the moment it is said ("last week", "3 days ago")."""
+    return bool(_DEICTIC.search(phrase))
+
+
 def resolve_event_date(text: str, anchor: date, *, future: bool = False) -> date | None:
     """The date an event sentence refers to: its first date expression, else None.
 
