@@ -171,3 +171,15 @@ async def test_archives_carry_use_retirements_and_the_review_queue_byte_for_byte
         assert await queue.review_mode(target.reader) == ReviewMode(mode="review", below=0.95)
     finally:
         await target.close()
+
+
+async def test_an_archive_counts_only_the_other_tables_that_hold_rows(store, tmp_path):
+    await ingest.ingest(store, "s1", said(0, "I live in Budapest."))
+    header = await export_archive(store, tmp_path / "a.jsonl", profile="p")
+    assert header.counts.other == {}  # no use, retirements or proposals yet
+    target = await ProfileStore.open(tmp_path / "dst" / "profile.db", dim=DIM)
+    try:
+        imported = await import_archive(target, tmp_path / "a.jsonl", profile="p")
+        assert imported.counts == header.counts
+    finally:
+        await target.close()
