@@ -10,7 +10,9 @@ import msgspec
 
 from raymem.cli_common import client_options, open_client, server_errors
 from raymem.cli_dream import dream, review
+from raymem.cli_mcp import mcp
 from raymem.cli_memory import memory
+from raymem.cli_procedural import procedural
 from raymem.config import ConfigError, Settings, load_settings
 
 INGEST_BATCH = 500  # turns per request, well inside the server's default limit
@@ -201,6 +203,8 @@ def snapshot(profile: str, url: str, token: str | None) -> None:
 cli.add_command(memory)
 cli.add_command(dream)
 cli.add_command(review)
+cli.add_command(mcp)
+cli.add_command(procedural)
 
 
 def main() -> None:

@@ -191,6 +191,22 @@ class DreamSettings(Section, frozen=True):
     max_insights: int = 10
 
 
+class ProceduralSettings(Section, frozen=True):
+    """Procedural memory's passes (see ``raymem.pipelines.procedural``).
+
+    Sequences and patterns are evaluated every ``evaluate_interval_s`` while a profile
+    is live (and when it wakes); metrics and skill proposals once ``metrics_interval_s``
+    has passed since they last ran, so a profile that sleeps overnight catches up
+    when it wakes.
+    """
+
+    quiet_after_s: float = 300.0  # a session's actions form a sequence once it is this quiet
+    evaluate_interval_s: float = 900.0
+    metrics_interval_s: float = 86_400.0
+    pattern_window_days: float = 30.0  # patterns are measured over sequences this recent
+    max_actions_per_request: int = 1_000
+
+
 class Settings(Section, frozen=True):
     data_dir: str = "./raymem-data"
     app_name: str = "raymem"
@@ -204,6 +220,7 @@ class Settings(Section, frozen=True):
     limits: LimitSettings = LimitSettings()
     recall: RecallSettings = RecallSettings()
     dreams: DreamSettings = DreamSettings()
+    procedural: ProceduralSettings = ProceduralSettings()
 
 
 class ConfigError(ValueError):

@@ -34,6 +34,34 @@ from raymem.types import (
     SnapshotResult,
     StoredMessage,
 )
+from raymem.types_procedural import (
+    ActionPage,
+    ActionSequence,
+    AnnotateRequest,
+    CaptureRequest,
+    CaptureResult,
+    CompareRequest,
+    EvaluateRequest,
+    EvaluateResult,
+    Injection,
+    InjectRequest,
+    Metric,
+    MetricBenchmark,
+    MetricComparison,
+    MetricIn,
+    MetricList,
+    MetricUpdate,
+    MetricValueAt,
+    Pattern,
+    PatternList,
+    PatternWithHistory,
+    ProceduralState,
+    ProceduralToggle,
+    SequencePage,
+    Skill,
+    SkillIn,
+    SkillList,
+)
 
 # The msgspec types the routes document (bodies are decoded by hand, so FastAPI
 # does not see them); a new route adds its own here.
@@ -55,13 +83,41 @@ SCHEMA_TYPES: list[type] = [
     StoredMessage,
     SnapshotResult,
     ImportResult,
+    # procedural memory
+    ActionPage,
+    ActionSequence,
+    AnnotateRequest,
+    CaptureRequest,
+    CaptureResult,
+    CompareRequest,
+    EvaluateRequest,
+    EvaluateResult,
+    Injection,
+    InjectRequest,
+    Metric,
+    MetricBenchmark,
+    MetricComparison,
+    MetricIn,
+    MetricList,
+    MetricUpdate,
+    MetricValueAt,
+    Pattern,
+    PatternList,
+    PatternWithHistory,
+    ProceduralState,
+    ProceduralToggle,
+    SequencePage,
+    Skill,
+    SkillIn,
+    SkillList,
 ]
 
 app = FastAPI(
     title="raymem",
     version=__version__,
     description="Self-hosted memory for AI agents: ingest, remember, recall, forget.",
-    docs_url="/docs",
+    docs_url=None,  # /docs and /redoc come from packaged assets (serve/docs.py), not a CDN
+    redoc_url=None,
 )
 
 

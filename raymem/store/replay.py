@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from raymem.store import dreams, memory_use, review
+from raymem.store.procedural import replay as procedural
 from raymem.store.rows import RESTORED_TABLES, content_hash, placeholders, stored_value
 from raymem.store.writer import SESSION_UPSERT, StoreWriter, fetch
 
@@ -132,4 +133,15 @@ REPLAYERS: dict[str, Replayer] = {
     "review_mode": review.replay_mode,
     "proposal": review.replay_proposal,
     "proposal_decide": review.replay_decision,
+    "procedural_enabled": procedural.enabled,
+    "actions": procedural.captured,
+    "action_sequences": procedural.sequences,
+    "pattern_injections": procedural.injections,
+    "patterns": procedural.patterns,
+    "pattern_annotate": procedural.patterns,
+    "metrics": procedural.metric_rows,
+    "metric_delete": procedural.metric_delete,
+    "metric_benchmarks": procedural.benchmarks,
+    "skills": procedural.skill_rows,
+    "skill_delete": procedural.skill_delete,
 }

@@ -67,11 +67,6 @@ class ProfileStore:
         return cls(path, writer, reader, dim)
 
     @property
-    def reader(self) -> aiosqlite.Connection:
-        """The async read-only connection, for a subsystem's reads that may scan."""
-        return self._reader
-
-    @property
     def quick(self) -> Any:
         """The blocking read-only connection, for a subsystem's microsecond lookups."""
         return self._quick
@@ -81,6 +76,11 @@ class ProfileStore:
             self._quick.close()
             await self._reader.close()
             await self._writer.close()
+
+    @property
+    def reader(self) -> aiosqlite.Connection:
+        """The async read-only connection, for the reads of subsystems with tables of their own."""
+        return self._reader
 
     @contextlib.asynccontextmanager
     async def write(self) -> AsyncIterator[StoreWriter]:

@@ -3,12 +3,18 @@
 from raymem.actors.profile.archives import ArchiveOperations
 from raymem.actors.profile.dreams import DreamOperations
 from raymem.actors.profile.memories import MemoryOperations
+from raymem.actors.profile.procedural import ProceduralOperations
 from raymem.actors.profile.review import ReviewOperations
 from raymem.actors.profile.sessions import SessionOperations
 
 
 class ProfileActor(
-    MemoryOperations, SessionOperations, ArchiveOperations, DreamOperations, ReviewOperations
+    MemoryOperations,
+    SessionOperations,
+    ArchiveOperations,
+    ProceduralOperations,
+    DreamOperations,
+    ReviewOperations,
 ):
     """One profile as a Ray actor, named ``<tenant>/<profile>``.
 
