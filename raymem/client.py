@@ -10,6 +10,8 @@ it, and have the same methods with the same parameters.
     print(profile.recall("Which package manager?").answer)
 """
 
+import asyncio
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from types import NoneType
@@ -23,6 +25,10 @@ from raymem.archive_io import Destination, Progress, Source, archive_sink, read_
 from raymem.config import ObjectStoreSettings
 from raymem.names import validate_name
 from raymem.types import (
+    DreamAdopted,
+    DreamDiff,
+    DreamList,
+    DreamStatus,
     ImportResult,
     IngestResult,
     MemoryPage,
@@ -30,8 +36,13 @@ from raymem.types import (
     MemoryWithHistory,
     MessageList,
     ProfileList,
+    Proposal,
+    ProposalList,
+    ProposalState,
     RecallResult,
     RecallType,
+    ReviewMode,
+    ReviewModeName,
     Role,
     SessionDeleted,
     SessionEnded,
@@ -64,6 +75,7 @@ if TYPE_CHECKING:
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_TIMEOUT_S = 60.0
+DREAM_POLL_S = 0.5  # how often ``wait_dream`` asks whether a dream still runs
 MessageLike = Mapping[str, Any] | msgspec.Struct
 
 T = TypeVar("T")
@@ -344,6 +356,30 @@ class _Profile:
     def _flush(self, messages: Iterable[MessageLike], session_id: str) -> _Call[FlushResult]:
         body = {"session_id": session_id, "messages": [_as_dict(m) for m in messages]}
         return _Call("POST", f"{self._base}/flush", FlushResult, body=body)
+
+    def _start_dream(self, instructions: str, max_sessions: int | None) -> _Call[DreamStatus]:
+        body = _without_none({"instructions": instructions, "max_sessions": max_sessions})
+        return _Call("POST", f"{self._base}/dreams", DreamStatus, body=body)
+
+    def _dreams(self) -> _Call[DreamList]:
+        return _Call("GET", f"{self._base}/dreams", DreamList)
+
+    def _dream(
+        self, dream_id: str, result: type[T], action: str = "", method: str = "POST"
+    ) -> _Call[T]:
+        path = f"{self._base}/dreams/{dream_id}" + (f"/{action}" if action else "")
+        return _Call(method, path, result)
+
+    def _set_review_mode(self, mode: ReviewModeName, below: float | None) -> _Call[ReviewMode]:
+        body = _without_none({"mode": mode, "below": below})
+        return _Call("PUT", f"{self._base}/review", ReviewMode, body=body)
+
+    def _proposals(self, state: ProposalState | None, limit: int) -> _Call[ProposalList]:
+        params = _without_none({"state": state, "limit": limit})
+        return _Call("GET", f"{self._base}/proposals", ProposalList, params=params)
+
+    def _decide(self, proposal_id: str, decision: str) -> _Call[Proposal]:
+        return _Call("POST", f"{self._base}/proposals/{proposal_id}/{decision}", Proposal)
 
 
 class _Session:
@@ -662,6 +698,73 @@ class Profile(_Profile):
         says what failed; the call itself does not fail for it)."""
         return self._client._send(self._flush(messages, session_id))
 
+    # ------------------------------------------------------------ dreams
+
+    def start_dream(
+        self, *, instructions: str = "", max_sessions: int | None = None
+    ) -> DreamStatus:
+        """Start re-organising the profile into a candidate for review (runs in the background).
+
+        ``instructions``: what to focus on, in plain text; ``max_sessions``: how many
+        recent sessions to read (the server's bound by default).
+        """
+        return self._client._send(self._start_dream(instructions, max_sessions))
+
+    def dreams(self) -> DreamList:
+        """The profile's latest dreams, newest first."""
+        return self._client._send(self._dreams())
+
+    def dream_status(self, dream_id: str) -> DreamStatus:
+        """A dream's state, progress and counts."""
+        return self._client._send(self._dream(dream_id, DreamStatus, method="GET"))
+
+    def wait_dream(self, dream_id: str, *, timeout_s: float = 600.0) -> DreamStatus:
+        """Poll until the dream no longer runs (ready, failed, ...); TimeoutError after
+        ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while (dream := self.dream_status(dream_id)).state == "running":
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"dream {dream_id} still runs after {timeout_s} s")
+            time.sleep(DREAM_POLL_S)
+        return dream
+
+    def dream_diff(self, dream_id: str) -> DreamDiff:
+        """Every change a ready (or adopted) dream makes, with its reason and evidence."""
+        return self._client._send(self._dream(dream_id, DreamDiff, "diff", "GET"))
+
+    def adopt_dream(self, dream_id: str) -> DreamAdopted:
+        """Apply a ready dream to the profile; writes made meanwhile stay."""
+        return self._client._send(self._dream(dream_id, DreamAdopted, "adopt"))
+
+    def discard_dream(self, dream_id: str) -> DreamStatus:
+        """Delete a ready dream's candidate; the profile stays as it is."""
+        return self._client._send(self._dream(dream_id, DreamStatus, "discard"))
+
+    def cancel_dream(self, dream_id: str) -> DreamStatus:
+        """Stop a running dream and delete its candidate."""
+        return self._client._send(self._dream(dream_id, DreamStatus, "cancel"))
+
+    # ------------------------------------------------------ review queue
+
+    def review_mode(self) -> ReviewMode:
+        return self._client._send(_Call("GET", f"{self._base}/review", ReviewMode))
+
+    def set_review_mode(self, mode: ReviewModeName, *, below: float | None = None) -> ReviewMode:
+        """``review``: supersessions and merges under ``below`` confidence wait as proposals."""
+        return self._client._send(self._set_review_mode(mode, below))
+
+    def proposals(self, *, state: ProposalState | None = None, limit: int = 100) -> ProposalList:
+        """Proposals waiting for (or given) a decision, oldest first."""
+        return self._client._send(self._proposals(state, limit))
+
+    def approve_proposal(self, proposal_id: str) -> Proposal:
+        """Make the change a proposal holds."""
+        return self._client._send(self._decide(proposal_id, "approve"))
+
+    def reject_proposal(self, proposal_id: str) -> Proposal:
+        """Leave both memories of a proposal as they are."""
+        return self._client._send(self._decide(proposal_id, "reject"))
+
 
 class SessionClient(_Session):
     def __init__(self, client: Client, profile: str, session_id: str) -> None:
@@ -962,6 +1065,77 @@ class AsyncProfile(_Profile):
         """Store what is durable in turns about to be compacted; best effort (``error``
         says what failed; the call itself does not fail for it)."""
         return await self._client._send(self._flush(messages, session_id))
+
+    # ------------------------------------------------------------ dreams
+
+    async def start_dream(
+        self, *, instructions: str = "", max_sessions: int | None = None
+    ) -> DreamStatus:
+        """Start re-organising the profile into a candidate for review (runs in the background).
+
+        ``instructions``: what to focus on, in plain text; ``max_sessions``: how many
+        recent sessions to read (the server's bound by default).
+        """
+        return await self._client._send(self._start_dream(instructions, max_sessions))
+
+    async def dreams(self) -> DreamList:
+        """The profile's latest dreams, newest first."""
+        return await self._client._send(self._dreams())
+
+    async def dream_status(self, dream_id: str) -> DreamStatus:
+        """A dream's state, progress and counts."""
+        return await self._client._send(self._dream(dream_id, DreamStatus, method="GET"))
+
+    async def wait_dream(self, dream_id: str, *, timeout_s: float = 600.0) -> DreamStatus:
+        """Poll until the dream no longer runs (ready, failed, ...); TimeoutError after
+        ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while (dream := await self.dream_status(dream_id)).state == "running":
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"dream {dream_id} still runs after {timeout_s} s")
+            await asyncio.sleep(DREAM_POLL_S)
+        return dream
+
+    async def dream_diff(self, dream_id: str) -> DreamDiff:
+        """Every change a ready (or adopted) dream makes, with its reason and evidence."""
+        return await self._client._send(self._dream(dream_id, DreamDiff, "diff", "GET"))
+
+    async def adopt_dream(self, dream_id: str) -> DreamAdopted:
+        """Apply a ready dream to the profile; writes made meanwhile stay."""
+        return await self._client._send(self._dream(dream_id, DreamAdopted, "adopt"))
+
+    async def discard_dream(self, dream_id: str) -> DreamStatus:
+        """Delete a ready dream's candidate; the profile stays as it is."""
+        return await self._client._send(self._dream(dream_id, DreamStatus, "discard"))
+
+    async def cancel_dream(self, dream_id: str) -> DreamStatus:
+        """Stop a running dream and delete its candidate."""
+        return await self._client._send(self._dream(dream_id, DreamStatus, "cancel"))
+
+    # ------------------------------------------------------ review queue
+
+    async def review_mode(self) -> ReviewMode:
+        return await self._client._send(_Call("GET", f"{self._base}/review", ReviewMode))
+
+    async def set_review_mode(
+        self, mode: ReviewModeName, *, below: float | None = None
+    ) -> ReviewMode:
+        """``review``: supersessions and merges under ``below`` confidence wait as proposals."""
+        return await self._client._send(self._set_review_mode(mode, below))
+
+    async def proposals(
+        self, *, state: ProposalState | None = None, limit: int = 100
+    ) -> ProposalList:
+        """Proposals waiting for (or given) a decision, oldest first."""
+        return await self._client._send(self._proposals(state, limit))
+
+    async def approve_proposal(self, proposal_id: str) -> Proposal:
+        """Make the change a proposal holds."""
+        return await self._client._send(self._decide(proposal_id, "approve"))
+
+    async def reject_proposal(self, proposal_id: str) -> Proposal:
+        """Leave both memories of a proposal as they are."""
+        return await self._client._send(self._decide(proposal_id, "reject"))
 
 
 class AsyncSessionClient(_Session):

@@ -43,6 +43,11 @@ from raymem.actors.profile import ProfileActor
 from raymem.actors.registry import ProfileRouter
 from raymem.types import (
     AppendRequest,
+    DreamAdopted,
+    DreamDiff,
+    DreamList,
+    DreamRequest,
+    DreamStatus,
     ImportResult,
     IngestRequest,
     IngestResult,
@@ -51,9 +56,14 @@ from raymem.types import (
     MemoryWithHistory,
     MessageList,
     ProfileInfo,
+    Proposal,
+    ProposalList,
+    ProposalState,
     RecallRequest,
     RecallResult,
     RememberRequest,
+    ReviewMode,
+    ReviewModeName,
     SessionDeleted,
     SessionEnded,
     SessionList,
@@ -306,6 +316,68 @@ class ProfileCalls:
     async def flush(self, request: FlushRequest) -> FlushResult:
         """Store what is durable in a slice of conversation (best effort)."""
         return await self._call(FlushResult, lambda profile: profile.flush(request), create=True)
+
+    # ---------------------------------------------------------------- dreams
+
+    async def start_dream(self, request: DreamRequest) -> DreamStatus:
+        """Start re-organising the profile into a candidate; it runs in the background."""
+        return await self._call(DreamStatus, lambda profile: profile.start_dream(request))
+
+    async def dream_status(self, dream_id: str) -> DreamStatus:
+        return await self._call(DreamStatus, lambda profile: profile.dream_status(dream_id))
+
+    async def list_dreams(self) -> DreamList:
+        """The profile's latest dreams, newest first."""
+        return await self._call(DreamList, lambda profile: profile.list_dreams())
+
+    async def dream_diff(self, dream_id: str) -> DreamDiff:
+        """Every change a ready (or adopted) dream makes, with its reason."""
+        return await self._call(DreamDiff, lambda profile: profile.dream_diff(dream_id))
+
+    async def adopt_dream(self, dream_id: str) -> DreamAdopted:
+        """Apply a ready dream's changes to the profile, in one transaction."""
+        return await self._call(DreamAdopted, lambda profile: profile.adopt_dream(dream_id))
+
+    async def discard_dream(self, dream_id: str) -> DreamStatus:
+        """Delete a ready dream's candidate; the profile stays as it is."""
+        return await self._call(DreamStatus, lambda profile: profile.discard_dream(dream_id))
+
+    async def cancel_dream(self, dream_id: str) -> DreamStatus:
+        """Stop a running dream and delete its candidate."""
+        return await self._call(DreamStatus, lambda profile: profile.cancel_dream(dream_id))
+
+    async def wait_dream(self, dream_id: str) -> DreamStatus:
+        """Return once a running dream is ready, or has failed (tests, benchmarks)."""
+        return await self._call(DreamStatus, lambda profile: profile.wait_dream(dream_id))
+
+    # ---------------------------------------------------------- review queue
+
+    async def review_mode(self) -> ReviewMode:
+        return await self._call(ReviewMode, lambda profile: profile.review_mode())
+
+    async def set_review_mode(
+        self, mode: ReviewModeName, *, below: float | None = None
+    ) -> ReviewMode:
+        """``review``: low-confidence supersessions and merges wait as proposals."""
+        return await self._call(ReviewMode, lambda profile: profile.set_review_mode(mode, below))
+
+    async def list_proposals(
+        self, *, state: ProposalState | None = None, limit: int = 100
+    ) -> ProposalList:
+        """Proposals, oldest first; only those in ``state`` when given."""
+        return await self._call(ProposalList, lambda profile: profile.list_proposals(state, limit))
+
+    async def approve_proposal(self, proposal_id: str) -> Proposal:
+        """Make the change a proposal holds."""
+        return await self._call(
+            Proposal, lambda profile: profile.decide_proposal(proposal_id, "approved")
+        )
+
+    async def reject_proposal(self, proposal_id: str) -> Proposal:
+        """Leave both memories of a proposal as they are."""
+        return await self._call(
+            Proposal, lambda profile: profile.decide_proposal(proposal_id, "rejected")
+        )
 
     # ------------------------------------------------------ procedural memory
 

@@ -5,8 +5,8 @@ import os
 import signal
 import threading
 import time
-from pathlib import Path
 
+from raymem.actors.layout import checkpoint_profiles
 from raymem.config import Settings
 
 log = logging.getLogger(__name__)
@@ -50,20 +50,6 @@ def stop() -> None:
         serve.shutdown()  # type: ignore[no-untyped-call]  # unannotated in Ray
     finally:
         ray.shutdown()
-
-
-def checkpoint_profiles(settings: Settings) -> None:
-    """Fold each profile's write-ahead log into its ``profile.db`` (after a stop, when no
-    actor holds the files), so copying ``profile.db`` alone copies every acknowledged write."""
-    from raymem.actors.layout import PROFILE_FILE
-    from raymem.store import checkpoint
-
-    for path in sorted(Path(settings.data_dir).glob(f"*/*/{PROFILE_FILE}")):
-        try:
-            if not checkpoint(path):
-                log.warning("%s is still in use: its write-ahead log stays beside it", path)
-        except Exception:  # one unreadable file must not keep the others from it
-            log.exception("cannot checkpoint %s", path)
 
 
 def serve_forever(settings: Settings) -> None:

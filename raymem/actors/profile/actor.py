@@ -2,8 +2,10 @@
 
 from raymem.actors.profile.archives import ArchiveOperations
 from raymem.actors.profile.context import ContextOperations
+from raymem.actors.profile.dreams import DreamOperations
 from raymem.actors.profile.memories import MemoryOperations
 from raymem.actors.profile.procedural import ProceduralOperations
+from raymem.actors.profile.review import ReviewOperations
 from raymem.actors.profile.sessions import SessionOperations
 
 
@@ -13,6 +15,8 @@ class ProfileActor(
     ArchiveOperations,
     ContextOperations,
     ProceduralOperations,
+    DreamOperations,
+    ReviewOperations,
 ):
     """One open profile, named ``<tenant>/<profile>``, inside a ``ProfileHost``.
 
@@ -20,5 +24,6 @@ class ProfileActor(
     and runs each call against one of them. Its lifecycle and background work
     come from ``ProfileBase``; each mixin adds the operations of one area (a new
     subsystem adds its mixin to this list). Callers use
-    ``raymem.actors.calls.ProfileCalls``.
+    ``raymem.actors.calls.ProfileCalls``. ``DreamOperations`` extends opening and
+    hibernating, to resume and stop a profile's dream with them.
     """

@@ -44,9 +44,10 @@ from raymem.pipelines.generators import Generator, LLMGenerator, make_generator
 from raymem.pipelines.procedural.sequences import IntentSummariser
 from raymem.pipelines.procedural.summary import ChatSummariser
 from raymem.pipelines.recall import Recaller
+from raymem.pipelines.use import UseRecorder
 from raymem.store import ProfileStore, to_db_time, utc_now
 from raymem.store.reads import PENDING_TABLES
-from raymem.types import ProfileInfo
+from raymem.types import ProfileInfo, RecallResult
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,10 @@ VECTOR_BATCH = 128  # rows embedded per background call
 IDLE_CHECKS_PER_TIMEOUT = 4
 IDLE_CHECK_MIN_S = 0.05
 IDLE_CHECK_MAX_S = 5.0
+# Which memories recall returned is written at most this often, in one transaction,
+# off the request path (ranking's prior and a dream's decay read it); hibernation
+# writes what is left.
+USE_FLUSH_S = 30.0
 
 
 class HostLink(Protocol):
@@ -117,6 +122,8 @@ class ProfileBase:
         self._embedder: Any = None  # the embedder pool's deployment handle
         self._generator: Generator | None = None
         self._prototypes = TypePrototypes()  # embedded on the first ingest that needs them
+        self._uses = UseRecorder()
+        self._use_flusher: asyncio.Task[None] | None = None
         self._vectoriser: asyncio.Task[None] | None = None
         self._idle_watch: asyncio.Task[None] | None = None
         self._retention: asyncio.Task[None] | None = None
@@ -233,13 +240,17 @@ class ProfileBase:
                 await asyncio.wait_for(self._hibernate_asked.wait(), interval)
             self._hibernate_asked.clear()
             idle = time.monotonic() - self._last_used
-            busy = self._vectoriser is not None and not self._vectoriser.done()
-            if idle >= timeout and self._inflight == 0 and not busy:
+            if idle >= timeout and self._inflight == 0 and not self._busy():
                 await self._hibernate()
                 return
 
+    def _busy(self) -> bool:
+        """Whether background work keeps the profile awake (a mixin may add its own)."""
+        return self._vectoriser is not None and not self._vectoriser.done()
+
     async def _hibernate(self) -> None:
         self._closing = True
+        await self._flush_use()
         try:
             await self._durability.close()
         except Exception:  # object storage unreachable: stay awake, so nothing is lost
@@ -343,6 +354,27 @@ class ProfileBase:
         async with self._catalog_lock:
             self._catalog_done = True
             await self._catalog.forget(self.tenant, self.profile)
+
+    def _note_use(self, result: RecallResult) -> None:
+        """Count the memories a recall returned; they are written within ``USE_FLUSH_S``."""
+        self._uses.note(result)
+        if len(self._uses) and (self._use_flusher is None or self._use_flusher.done()):
+            self._use_flusher = asyncio.create_task(self._flush_use_later())
+
+    async def _flush_use_later(self) -> None:
+        await asyncio.sleep(USE_FLUSH_S)
+        if not self._closing and await self._flush_use():
+            await self._after_write()
+
+    async def _flush_use(self) -> int:
+        """Write the memory use noted so far; how many memories (0 on failure: kept)."""
+        if self._store is None:
+            return 0
+        try:
+            return await self._uses.flush(self._store)
+        except Exception:  # kept in memory for the next flush
+            log.warning("profile %s: memory use not written yet", self.name, exc_info=True)
+            return 0
 
     def _vectorise_soon(self) -> None:
         if self._vectoriser is None or self._vectoriser.done():
