@@ -280,9 +280,10 @@ class ProfileHost:
         return await opened.profile.counts()
 
     async def stats(self, tenant: str, profile: str) -> ProcessStats | None:
-        """This process's memory and the profile's opening; None if it is not open here."""
+        """This process's memory and the profile's opening; None once it is closed here (a
+        hibernating profile counts as open until its store is closed)."""
         opened = self._opened(tenant, profile)
-        if opened is None or opened.profile.closing:
+        if opened is None:
             return None
         return ProcessStats(
             host=self.name,

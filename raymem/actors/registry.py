@@ -127,7 +127,9 @@ class ProfileRouter:
                     result: T = await host.run.remote(tenant, profile, self.settings, operation)
                     return result
                 except BaseException as exc:
-                    if _retryable(exc):
+                    # A failed creating call may have discarded the new profile (a rejected
+                    # import): the next call checks again that it exists.
+                    if _retryable(exc) or create:
                         self.forget_host(tenant, profile)
                     if _host_lost(exc):
                         await self.catalog.host_failed(name)

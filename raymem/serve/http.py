@@ -152,13 +152,14 @@ def check_limit(limit: int, limits: LimitSettings) -> None:
 
 
 def write_docs(
-    body: type, result: type, status: int = 200, description: str = ""
+    body: type, result: type, status: int = 200, description: str = "", *, also: int | None = None
 ) -> dict[str, Any]:
-    """Route arguments documenting a msgspec request body and its response."""
-    return {
-        "openapi_extra": body_schema(body, description),
-        "responses": response_schema(result, status),
-    }
+    """Route arguments documenting a msgspec request body and its response; ``also``: a
+    second success status with the same body (201 for a PUT that created)."""
+    responses = response_schema(result, status)
+    if also is not None:
+        responses[also] = {**responses[status]}
+    return {"openapi_extra": body_schema(body, description), "responses": responses}
 
 
 def body_schema(kind: type, description: str = "") -> dict[str, Any]:

@@ -9,6 +9,7 @@ This package imports no Ray.
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,14 @@ from raymem.store.reads import Reads
 from raymem.store.schema import VECTOR_SOURCES
 from raymem.store.search import Search
 from raymem.store.vector_index import CachedIndex
-from raymem.store.writer import StoreWriter
+from raymem.store.writer import StoreWriter, fetch
+
+log = logging.getLogger(__name__)
+
+# Closing waits up to 20 x 50 ms for a reader on another thread before it gives up
+# folding the write-ahead log into the file (SQLite recovers the log on the next open).
+CLOSE_CHECKPOINT_TRIES = 20
+CLOSE_CHECKPOINT_WAIT_S = 0.05
 
 
 class ProfileStore:
@@ -83,9 +91,19 @@ class ProfileStore:
             self._quick.close()
             await self._reader.close()
             try:
-                await self._writer.execute(CHECKPOINT)  # readers closed: nothing blocks it
+                await self._checkpoint_when_unread()
             finally:
                 await self._writer.close()
+
+    async def _checkpoint_when_unread(self) -> None:
+        """Fold the log into the file, waiting a little for readers on threads of their
+        own (a vector index being read in) that still hold an older state."""
+        for _ in range(CLOSE_CHECKPOINT_TRIES):
+            busy = (await fetch(self._writer, CHECKPOINT))[0][0]
+            if not busy:
+                return
+            await asyncio.sleep(CLOSE_CHECKPOINT_WAIT_S)
+        log.warning("%s: a reader kept its write-ahead log from being folded in", self.path)
 
     @property
     def reader(self) -> aiosqlite.Connection:

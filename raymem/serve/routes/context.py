@@ -121,7 +121,7 @@ class ContextRoutes(IngressBase):
     @app.put(
         "/v1/profiles/{profile}/blocks/{name}",
         tags=["context"],
-        **http.write_docs(BlockLimitRequest, Block, 200, "A block's limit in characters"),
+        **http.write_docs(BlockLimitRequest, Block, 200, "A block's limit in characters", also=201),
     )
     async def set_block_limit(self, profile: str, name: str, request: Request) -> Response:
         """Create a block (201), or change its limit (200)."""
