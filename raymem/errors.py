@@ -69,6 +69,24 @@ class SessionNotFound(NotFound):
         return f"Session {self.session_id!r} does not exist"
 
 
+class Gone(RaymemError):
+    status = 410
+    code = "gone"
+
+
+class MemoryErased(Gone):
+    """The memory existed and was erased: only a tombstone without text is left."""
+
+    code = "memory_erased"
+
+    def __init__(self, memory_id: str) -> None:
+        super().__init__(memory_id)
+        self.memory_id = memory_id
+
+    def __str__(self) -> str:
+        return f"Memory {self.memory_id!r} was erased"
+
+
 class Conflict(RaymemError):
     status = 409
     code = "conflict"

@@ -97,6 +97,7 @@ class Memory(MemoryFields, kw_only=True):
     created_at: datetime
     superseded_by: str | None = None
     forgotten_at: datetime | None = None
+    erased_at: datetime | None = None  # an erased memory is a tombstone: its text is gone
 
 
 class MemoryWithHistory(Memory, kw_only=True):

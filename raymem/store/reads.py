@@ -10,7 +10,7 @@ from typing import Any
 
 import aiosqlite
 
-from raymem.errors import MemoryNotFound, SessionNotFound
+from raymem.errors import MemoryErased, MemoryNotFound, SessionNotFound
 from raymem.store.rows import (
     COUNTS_SQL,
     MEMORY_COLUMNS,
@@ -53,11 +53,19 @@ class Reads:
     # -------------------------------------------------------------- memories
 
     async def get_memory(self, memory_id: str) -> Memory:
-        """One memory, whatever its state.
+        """One memory, superseded or forgotten as well as current.
 
         Raises:
             MemoryNotFound: no memory has this id.
+            MemoryErased: the memory was erased (only its tombstone is left).
         """
+        memory = await self._memory(memory_id)
+        if memory.erased_at is not None:
+            raise MemoryErased(memory_id)
+        return memory
+
+    async def _memory(self, memory_id: str) -> Memory:
+        """One memory row, tombstones included."""
         rows = await self._fetch(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
         )
@@ -66,7 +74,14 @@ class Reads:
         return memory_from_row(rows[0])
 
     async def history(self, memory_id: str) -> list[Memory]:
-        """The whole version chain that ``memory_id`` belongs to, oldest first."""
+        """The whole version chain that ``memory_id`` belongs to, oldest first.
+
+        An erased version keeps its place as a tombstone (no text, ``erased_at`` set).
+
+        Raises:
+            MemoryNotFound: no memory has this id.
+            MemoryErased: ``memory_id`` itself was erased.
+        """
         chain = [await self.get_memory(memory_id)]
         while True:  # walk back: the version this one superseded
             rows = await self._fetch(
@@ -76,7 +91,7 @@ class Reads:
                 break
             chain.insert(0, memory_from_row(rows[0]))
         while chain[-1].superseded_by is not None:  # walk forward to the head
-            chain.append(await self.get_memory(chain[-1].superseded_by))
+            chain.append(await self._memory(chain[-1].superseded_by))
         return chain
 
     async def memories_by_id(self, ids: Sequence[str]) -> list[Memory]:
@@ -101,6 +116,7 @@ class Reads:
     ) -> tuple[list[Memory], int | None]:
         """Newest first; returns the page and the cursor (a seq) of the next page."""
         where, params = memory_filters(types, session_id, include_superseded=include_superseded)
+        where.append("erased_at IS NULL")  # a tombstone has nothing to list
         if before_seq is not None:
             where.append("seq < ?")
             params.append(before_seq)

@@ -22,7 +22,9 @@ SCHEMA_VERSION = 1
 MIGRATIONS: dict[int, str] = {}
 
 #: Subsystems' tables: part name -> SQL resource files in raymem/store/, applied in order.
-PARTS: dict[str, tuple[str, ...]] = {}
+PARTS: dict[str, tuple[str, ...]] = {
+    "erasure": ("erasure.sql",),
+}
 
 
 def _script(name: str, dim: int) -> str:
