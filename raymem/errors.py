@@ -114,3 +114,25 @@ class ProfileClosing(RaymemError):
 
     def __str__(self) -> str:
         return f"Profile {self.profile!r} is hibernating; retry"
+
+
+class ErasureIncomplete(RaymemError):
+    """An erasure committed in the profile's file, but older copies could not be removed yet.
+
+    The text is gone from the file and the ledger; what is left (the file's
+    write-ahead log, snapshots and ledger segments in object storage) is removed by
+    retrying the same call, and in the background meanwhile.
+    """
+
+    status = 503
+    code = "erasure_incomplete"
+
+    def __init__(self, what: str, reason: str) -> None:
+        super().__init__(what, reason)
+        self.what, self.reason = what, reason
+
+    def __str__(self) -> str:
+        return (
+            f"{self.what} was erased from the profile, but older copies remain ({self.reason});"
+            " retry the call to finish"
+        )

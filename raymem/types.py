@@ -212,6 +212,9 @@ class ImportResult(Schema, kw_only=True):
 
 
 class SessionDeleted(Schema, kw_only=True):
+    """A session erased: its turns and memories are gone from every copy (see the README)."""
+
     session_id: str
     messages_deleted: int
-    memories_forgotten: int
+    memories_forgotten: int  # the session's memories that were still visible until now
+    memories_erased: int = 0  # every memory erased: the session's, and others drawn from its turns

@@ -86,6 +86,7 @@ def test_rm_deletes_a_session_then_the_profile(serve_app, filled):
         "session_id": "chat-1",
         "messages_deleted": 3,
         "memories_forgotten": len(derived),
+        "memories_erased": len(derived),
     }
     left = httpx.get(f"{serve_app}/v1/profiles/{filled}/memories").json()["memories"]
     assert [m["content"] for m in left] == ["Use pnpm, not npm."]

@@ -23,17 +23,17 @@ import ray
 from ray import serve
 
 from raymem import export
-from raymem.actors.durability import Durability
+from raymem.actors.durability import Durability, OldCopiesRemain
 from raymem.actors.live import live_profiles
 from raymem.actors.pools import EMBEDDER_DEPLOYMENT, GENERATOR_DEPLOYMENT, pool_generator
 from raymem.config import Settings
-from raymem.errors import MemoryNotFound, ProfileClosing, SessionNotFound
+from raymem.errors import ErasureIncomplete, MemoryNotFound, ProfileClosing, SessionNotFound
 from raymem.export.snapshot import snapshot_key
 from raymem.models.generator import Generator, make_generator
 from raymem.pipelines import ingest as ingest_pipeline
 from raymem.pipelines.classify import TypePrototypes
 from raymem.pipelines.recall import Recaller
-from raymem.store import ProfileStore, to_db_time, utc_now
+from raymem.store import ProfileStore, erase, to_db_time, utc_now
 from raymem.types import (
     AppendRequest,
     ArchiveCounts,
@@ -199,14 +199,15 @@ class ProfileActor:
             await asyncio.sleep(self.settings.profiles.retention_check_s)
 
     async def _purge_older_than(self, days: float) -> int:
-        """Delete raw turns received more than ``days`` ago; returns how many."""
+        """Erase raw turns received more than ``days`` ago; returns how many."""
         assert self._store is not None
         cutoff = to_db_time(utc_now() - timedelta(days=days))
         async with self._store.write() as writer:
-            purged = await writer.purge_messages(cutoff)
+            purged = await erase.erase_turns_before(writer, cutoff)
         if purged:
-            log.info("profile %s: purged %d turns older than %s", self.name, purged, cutoff)
+            log.info("profile %s: erased %d turns older than %s", self.name, purged, cutoff)
             await self._durability.after_write()
+            await self._finish_erasure(f"{purged} turns older than {cutoff}")
         return purged
 
     async def _hibernate(self) -> None:
@@ -426,16 +427,36 @@ class ProfileActor:
 
     @entry
     async def delete_session(self, session_id: str) -> SessionDeleted:
-        """Delete a session's turns and forget the memories derived from it."""
+        """Erase a session: its turns, its memories and the memories drawn from its turns.
+
+        A retry after ``ErasureIncomplete`` finishes removing the old copies, then
+        answers ``SessionNotFound``: the session is gone.
+        """
         assert self._store is not None
         async with self._store.write() as writer:
-            messages, memories = await writer.delete_session(session_id)
-        if (messages, memories) == (0, 0):
+            erased = await erase.erase_session(writer, session_id, at=to_db_time(utc_now()))
+        if not erased.erasure.is_empty():
+            await self._after_write()
+        await self._finish_erasure(f"Session {session_id!r}")
+        if erased.erasure.is_empty():
             raise SessionNotFound(session_id)
-        await self._after_write()
         return SessionDeleted(
-            session_id=session_id, messages_deleted=messages, memories_forgotten=memories
+            session_id=session_id,
+            messages_deleted=len(erased.erasure.messages),
+            memories_forgotten=erased.memories_forgotten,
+            memories_erased=len(erased.erasure.memories),
         )
+
+    async def _finish_erasure(self, what: str) -> None:
+        """Remove the copies made before an erasure: the file's log, object storage.
+
+        Raises:
+            ErasureIncomplete: some remain; the same call again finishes the removal.
+        """
+        try:
+            await self._durability.remove_erased_copies()
+        except OldCopiesRemain as exc:
+            raise ErasureIncomplete(what, str(exc)) from exc
 
     @entry
     async def info(self) -> ProfileInfo:
@@ -503,9 +524,9 @@ class ProfileActor:
         self._closing = True
         if self._vectoriser is not None:
             self._vectoriser.cancel()
+        await self._durability.destroy()  # stops shipping and snapshots first
         if self._store is not None:
             await self._store.close()
-        await self._durability.destroy()
         self._leave_tracker()
         shutil.rmtree(self.path.parent, ignore_errors=True)
         self._exit_soon()

@@ -20,7 +20,7 @@ from raymem.store.connection import open_connection, open_sync
 from raymem.store.reads import Reads
 from raymem.store.search import Search
 from raymem.store.vector_index import CachedIndex
-from raymem.store.writer import StoreWriter
+from raymem.store.writer import StoreWriter, fetch
 
 VECTOR_TABLES = ("memory_vectors", "message_vectors")
 
@@ -88,6 +88,19 @@ class ProfileStore:
             self._commits += 1
             for change in writer.vector_changes:  # no await between commit and here
                 self._vector_indexes[change.table].apply(change)
+
+    async def truncate_wal(self) -> bool:
+        """Copy the write-ahead log into the file and truncate the log to zero bytes.
+
+        A commit leaves the page images it replaced in the log until a checkpoint
+        resets it; an erasure calls this once committed, so that no old image of an
+        erased text stays there. Waits for readers up to the connection's busy
+        timeout; returns False when one still reads an older state (a long export):
+        call again later.
+        """
+        async with self._write_lock:
+            busy = (await fetch(self._writer, "PRAGMA wal_checkpoint(TRUNCATE)"))[0][0]
+        return not busy
 
     async def warm_vector_indexes(self) -> None:
         """Read both vector tables into memory now, so the first recall does not wait for it."""
