@@ -164,17 +164,22 @@ REDACTORS: dict[str, Redactor] = {
 
 
 async def _redact_ledger(writer: StoreWriter, redaction: Redaction) -> int:
-    """Rewrite every ledger entry that carries erased text; returns how many changed."""
+    """Rewrite every ledger entry that carries erased text; returns how many changed.
+
+    Every entry of a redactable op is decoded: about 5 µs an entry on LoCoMo's
+    ledgers, where letting SQLite pick the entries that name an erased id (``instr``)
+    was slower from 8 ids on (benchmarks/erase.py).
+    """
     ops = list(REDACTORS)
     sql = (
-        f"SELECT seq, at, op, payload FROM ledger WHERE seq > ? AND op IN ({placeholders(len(ops))})"
-        " ORDER BY seq LIMIT ?"
+        f"SELECT seq, at, op, payload FROM ledger WHERE seq > ?"
+        f" AND op IN ({placeholders(len(ops))}) ORDER BY seq LIMIT ?"
     )
     after, changed = 0, 0
     while rows := await fetch(writer.conn, sql, (after, *ops, LEDGER_BATCH)):
         updates = []
         for seq, at, op, payload in rows:
-            before = json.loads(payload)
+            before = msgspec.json.decode(payload)
             redacted = REDACTORS[op](before, redaction, at)
             if redacted != before:
                 updates.append((msgspec.json.encode(redacted).decode(), seq))
