@@ -194,17 +194,26 @@ class Durability:
 
     async def close(self) -> None:
         """Before hibernation: ship what is left and snapshot. Errors propagate (stay awake)."""
-        if self._snapshots is not None:
-            self._snapshots.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._snapshots
-            self._snapshots = None
+        await self._stop_snapshots()
         if self._shipper is not None:
             await self._shipper.close()
         if self._store is not None:
             await self.remove_erased_copies()
         if self._store is not None and self.object_store is not None:
             await self.snapshot_if_changed()
+
+    async def _stop_snapshots(self) -> None:
+        """Cancel the periodic snapshots once no snapshot is being uploaded.
+
+        A cancelled upload's thread would carry on and could land a copy from before
+        an erasure after that erasure removed the older copies.
+        """
+        async with self._copies_lock:
+            if self._snapshots is not None:
+                self._snapshots.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._snapshots
+                self._snapshots = None
 
     async def resume(self) -> None:
         """Hibernation failed: keep serving, shipping and snapshotting as before."""
@@ -220,12 +229,8 @@ class Durability:
         carry on and land after the deletion); unfinished multipart uploads are
         aborted, and in a versioned bucket the older versions are deleted too.
         """
+        await self._stop_snapshots()
         async with self._copies_lock:
-            if self._snapshots is not None:
-                self._snapshots.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._snapshots
-                self._snapshots = None
             if self._shipper is not None:
                 await self._shipper.stop()
             if self.object_store is None:

@@ -251,11 +251,15 @@ class LedgerShipper:
         """
         async with self._lock:
             self._stopped = True
-            if self._task is not None:
-                self._task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._task
-                self._task = None
+            await self._cancel_loop()
+
+    async def _cancel_loop(self) -> None:
+        """Cancel the background loop; called holding the lock, so no upload is under way."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
 
     async def _run(self) -> None:
         failures = 0
@@ -277,10 +281,11 @@ class LedgerShipper:
                 await asyncio.sleep(min(self.interval_s * 2**failures, 60.0))
 
     async def close(self) -> None:
-        """Stop the loop and ship what is left (hibernation); errors propagate."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        """Stop the loop and ship what is left (hibernation); errors propagate.
+
+        An upload in progress is waited for rather than cancelled: its thread would
+        carry on, and could land entries an erasure meanwhile removed.
+        """
+        async with self._lock:
+            await self._cancel_loop()
         await self.flush()
