@@ -28,6 +28,7 @@ from raymem.export.restore import open_restored
 from raymem.export.snapshot import list_snapshots, take_snapshot
 from raymem.pipelines import ingest
 from raymem.store import NewMemory, ProfileStore, erase, to_db_time, utc_now
+from raymem.store.connection import open_sync
 from raymem.store.replay import replay
 from raymem.types import MessageIn
 
@@ -487,6 +488,33 @@ async def test_older_snapshots_and_segments_are_replaced_after_an_erasure(
         assert await rows(restored) == await rows(store)
     finally:
         await restored.close()
+
+
+async def test_a_copy_left_on_another_node_is_replaced_when_the_profile_wakes_there(
+    store: ProfileStore, object_store: ObjectStore, tmp_path: Path
+):
+    secret = marker()
+    await ingest.ingest(store, "s1", turns(f"My locker code is {secret}.", "I like tea."))
+    await take_snapshot(store, object_store, T, P)
+    left_behind = tmp_path / "other-node" / "profile.db"
+    left_behind.parent.mkdir()
+    conn = open_sync(store.path)
+    try:  # the copy a node kept when the profile moved on
+        conn.execute("VACUUM INTO ?", (str(left_behind),))
+    finally:
+        conn.close()
+    await erase_memory(store, await memory_with(store, secret))
+    await replace_older_copies(store, object_store, T, P)  # one snapshot, no segment after it
+
+    woken, report = await open_restored(
+        left_behind, dim=DIM, object_store=object_store, tenant=T, profile=P
+    )
+    try:
+        assert report.source == "snapshot"
+        assert await rows(woken) == await rows(store)
+        assert holding(file_artefacts(left_behind), secret) == []
+    finally:
+        await woken.close()
 
 
 async def test_a_failed_removal_is_reported_and_a_retry_finishes_it(
