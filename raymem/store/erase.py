@@ -40,7 +40,7 @@ from raymem.store.rows import content_hash, placeholders
 from raymem.store.writer import IN_LIST_ROWS, StoreWriter, fetch
 
 #: Ledger entries read, redacted and rewritten per step of the scan.
-LEDGER_BATCH = 500
+LEDGER_BATCH = 2000
 #: The ``meta`` key holding the ledger seq of the newest erasure whose old copies remain.
 PENDING_KEY = "erasure.pending_seq"
 #: A tombstone's content hash: that of empty content, so it reveals nothing.
@@ -183,7 +183,8 @@ async def _redact_ledger(writer: StoreWriter, redaction: Redaction) -> int:
             redacted = REDACTORS[op](before, redaction, at)
             if redacted != before:
                 updates.append((msgspec.json.encode(redacted).decode(), seq))
-        await writer.conn.executemany("UPDATE ledger SET payload = ? WHERE seq = ?", updates)
+        if updates:
+            await writer.conn.executemany("UPDATE ledger SET payload = ? WHERE seq = ?", updates)
         changed += len(updates)
         after = rows[-1][0]
     return changed
