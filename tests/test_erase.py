@@ -7,6 +7,7 @@ markers of what was not erased must still be found, and the rest of the profile
 (other sessions, memories, version chains) must be intact.
 """
 
+import asyncio
 import gzip
 import itertools
 import json
@@ -16,6 +17,7 @@ from typing import Any
 import msgspec
 import numpy as np
 import pytest
+from botocore.exceptions import ClientError
 
 from raymem.actors.durability import Durability, OldCopiesRemain
 from raymem.config import load_settings
@@ -558,4 +560,86 @@ async def test_a_failed_removal_is_reported_and_a_retry_finishes_it(
             assert await erase.pending_seq(writer) is None
     finally:
         await durability.close()
+        await store.close()
+
+
+async def test_an_erasure_cut_short_is_finished_when_the_profile_wakes_again(
+    tmp_path: Path, store_via_proxy: Any, throttling_proxy: Any, s3_client: Any, bucket: str
+):
+    settings = load_settings(
+        environ={
+            "RAYMEM_DATA_DIR": str(tmp_path / "data"),
+            "RAYMEM_OBJECT_STORE_BUCKET": bucket,
+            "RAYMEM_OBJECT_STORE_ENDPOINT_URL": throttling_proxy.url,
+            "RAYMEM_DURABILITY_MODE": "replicated",
+        }
+    )
+    path = tmp_path / "data" / "profile.db"
+    first = Durability(settings, T, P)
+    first.object_store = store_via_proxy(attempts=2)
+    store = await first.open(path, dim=DIM, embedder="")
+    secret = marker()
+    await ingest.ingest(store, "s1", turns(f"My locker code is {secret}.", "I like tea."))
+    await first.snapshot()
+    async with store.write() as writer:
+        await erase.erase_session(writer, "s1", at=to_db_time(utc_now()))
+    await first.after_write()  # the erase entry is shipped; only the removal is left
+    throttling_proxy.fail_next(2)
+    with pytest.raises(OldCopiesRemain):  # hibernation fails: the actor would stay awake
+        await first.close()
+    await store.close()  # and then crash
+    assert holding(bucket_artefacts(first.object_store, s3_client), secret)
+
+    woken = Durability(settings, T, P)
+    woken.object_store = store_via_proxy(attempts=2)
+    store = await woken.open(path, dim=DIM, embedder="")
+    try:
+        # Activation retries the removal in the background, before the first snapshot round.
+        for _ in range(600):
+            try:
+                objects = await asyncio.to_thread(bucket_artefacts, woken.object_store, s3_client)
+            except ClientError:  # an object listed was removed before it was read
+                objects = {}
+            if objects and not holding(objects, secret):
+                break
+            await asyncio.sleep(0.05)
+        assert holding(objects, secret) == [] and objects
+    finally:
+        await woken.close()
+        await store.close()
+
+
+async def test_deleting_a_profile_leaves_nothing_in_the_bucket(
+    tmp_path: Path, s3_endpoint: str, s3_client: Any, bucket: str
+):
+    s3_client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    settings = load_settings(
+        environ={
+            "RAYMEM_DATA_DIR": str(tmp_path / "data"),
+            "RAYMEM_OBJECT_STORE_BUCKET": bucket,
+            "RAYMEM_OBJECT_STORE_ENDPOINT_URL": s3_endpoint,
+            "RAYMEM_DURABILITY_MODE": "replicated",
+        }
+    )
+    durability = Durability(settings, T, P)
+    store = await durability.open(tmp_path / "data" / "profile.db", dim=DIM, embedder="")
+    try:
+        await ingest.ingest(store, "s1", turns("My locker code is 1234.", "I like tea."))
+        await durability.snapshot()
+        await ingest.remember(store, "I like green tea.", memory_id="m-tea")
+        await durability.after_write()
+        await durability.snapshot()  # a second snapshot prunes segments: delete markers
+        key = f"raymem/{T}/{P}/snapshots/9"
+        s3_client.create_multipart_upload(Bucket=bucket, Key=key)
+        other = f"raymem/{T}/{P}-other/keep"
+        s3_client.put_object(Bucket=bucket, Key=other, Body=b"another profile's")
+        assert len(s3_client.list_object_versions(Bucket=bucket)["Versions"]) > 3
+
+        await durability.destroy()
+
+        versions = s3_client.list_object_versions(Bucket=bucket)
+        assert [v["Key"] for v in versions.get("Versions", [])] == [other]
+        assert versions.get("DeleteMarkers", []) == []
+        assert s3_client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    finally:
         await store.close()

@@ -16,7 +16,7 @@ from typing import Any
 import aiosqlite
 
 from raymem.store import schema
-from raymem.store.connection import open_connection, open_sync
+from raymem.store.connection import Error, open_connection, open_sync
 from raymem.store.reads import Reads
 from raymem.store.search import Search
 from raymem.store.vector_index import CachedIndex
@@ -77,17 +77,27 @@ class ProfileStore:
     async def write(self) -> AsyncIterator[StoreWriter]:
         """One transaction: everything written inside commits together or not at all."""
         async with self._write_lock:
-            await self._writer.execute("BEGIN IMMEDIATE")
-            writer = StoreWriter(self._writer)
             try:
+                await self._writer.execute("BEGIN IMMEDIATE")
+                writer = StoreWriter(self._writer)
                 yield writer
             except BaseException:
-                await self._writer.execute("ROLLBACK")
+                await self._rollback()
                 raise
             await self._writer.execute("COMMIT")
             self._commits += 1
             for change in writer.vector_changes:  # no await between commit and here
                 self._vector_indexes[change.table].apply(change)
+
+    async def _rollback(self) -> None:
+        """Roll back, also when a cancellation interrupted the wait for ``BEGIN``.
+
+        The connection's thread runs ``BEGIN`` even when the task awaiting it was
+        cancelled; the ``ROLLBACK`` queued after it ends that transaction, so the next
+        write does not fail with "cannot start a transaction within a transaction".
+        """
+        with contextlib.suppress(Error):  # BEGIN itself failed: no transaction to end
+            await self._writer.execute("ROLLBACK")
 
     async def truncate_wal(self) -> bool:
         """Copy the write-ahead log into the file and truncate the log to zero bytes.
