@@ -100,9 +100,10 @@ def _wait_healthy(client: Client, timeout_s: float = 180.0) -> None:
 
 def wait_vectorised(settings: Settings, profile: str) -> None:
     """Block until the profile actor has embedded every pending turn and memory."""
+    from raymem.actors.calls import ProfileCalls, run_blocking
     from raymem.actors.registry import ProfileRouter
 
-    ProfileRouter(settings).call_sync("default", profile, "wait_vectorised")
+    run_blocking(ProfileCalls(ProfileRouter(settings), "default", profile).wait_vectorised())
 
 
 def hit_turns(result: RecallResult, turn_of: dict[str, list[Any]]) -> list[Any]:

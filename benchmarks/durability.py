@@ -96,16 +96,17 @@ def snapshot_round_trip(settings: Settings, size: int) -> dict[str, Any]:
 
 
 def ingest_latency(settings: Settings, mode: str, count: int) -> dict[str, float]:
+    from raymem.actors.calls import ProfileCalls, run_blocking
     from raymem.actors.registry import ProfileRouter
 
-    router = ProfileRouter(settings)
     profile = f"lat-{mode}"
+    calls = ProfileCalls(ProfileRouter(settings), "default", profile)
     samples = []
     for index in range(count):
         turn = MessageIn(role="user", content=f"Durability probe {index} of mode {mode} was filed.")
         request = IngestRequest(session_id="s1", messages=[turn])
         began = time.perf_counter()
-        router.call_sync("default", profile, "ingest", request, create=True)
+        run_blocking(calls.ingest(request))
         samples.append((time.perf_counter() - began) * 1000)
     return percentiles(samples[5:])  # the first calls include activation
 

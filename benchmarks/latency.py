@@ -37,6 +37,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 import msgspec
 
 from raymem import Client
+from raymem.actors.calls import ProfileCalls, run_blocking
 from raymem.config import Settings, load_settings
 
 COLOURS = ["red", "blue", "green", "amber", "violet", "silver", "teal", "ochre", "coral", "ivory"]
@@ -109,7 +110,7 @@ def ingest_throughput(client: Client, router: Any, count: int, batch: int) -> di
         turns = [{"role": "user", "content": fact(i)} for i in range(first, stop)]
         memories += target.ingest(turns, session_id=f"s{first}").memories.added
     seconds = time.perf_counter() - began
-    router.call_sync("default", "ingest-bench", "wait_vectorised")
+    run_blocking(ProfileCalls(router, "default", "ingest-bench").wait_vectorised())
     total = time.perf_counter() - began
     return {
         "turns": count,
@@ -165,20 +166,21 @@ async def actor_latency(
     picks = [rng.randrange(size) for _ in range(queries)]
     texts = [question(i) for i in picks]
     vectors = await embedder.embed.remote(texts)
+    calls = ProfileCalls(router, "default", profile)
     without_model, with_model, hits = [], [], 0
     inside: list[float] = []  # the recall pipeline's own time, inside the actor
     for text, vector in zip(texts[:3], vectors[:3], strict=True):  # activation and index reads
         warm = RecallRequest(query=text, limit=10, synthesize=False)
-        await router.call("default", profile, "recall", warm, vector)
+        await calls.recall(warm, vector)
     for text, vector, index in zip(texts, vectors, picks, strict=True):
         request = RecallRequest(query=text, limit=10, synthesize=False)
         began = time.perf_counter()
-        result = await router.call("default", profile, "recall", request, vector)
+        result = await calls.recall(request, vector)
         without_model.append((time.perf_counter() - began) * 1000)
         inside.append(result.latency_ms["total"])
         hits += any(f"SN{index:06d}" in m.content for m in result.memories)
         began = time.perf_counter()
-        await router.call("default", profile, "recall", request)
+        await calls.recall(request)
         with_model.append((time.perf_counter() - began) * 1000)
     return {
         "actor_no_model_ms": percentiles(without_model),
@@ -207,7 +209,7 @@ def cold_activation(settings: Settings, profile: str, repeats: int = 5) -> dict[
 
     samples = []
     for _ in range(repeats):
-        router = ProfileRouter(settings)
+        calls = ProfileCalls(ProfileRouter(settings), "default", profile)
         handle = ray.get_actor(actor_name("default", profile), namespace=settings.namespace)
         ray.kill(handle, no_restart=True)
         while True:
@@ -217,9 +219,16 @@ def cold_activation(settings: Settings, profile: str, repeats: int = 5) -> dict[
             except ValueError:
                 break
         began = time.perf_counter()
-        router.call_sync("default", profile, "info")
+        run_blocking(calls.info())
         samples.append((time.perf_counter() - began) * 1000)
     return percentiles(samples)
+
+
+def rss_bytes(router: Any, profile: str) -> int:
+    """The resident memory of the profile's live actor."""
+    stats = run_blocking(ProfileCalls(router, "default", profile).process_stats())
+    assert stats is not None, f"profile {profile} is not live"
+    return stats.rss_bytes
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -264,25 +273,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             }
             row.update(asyncio.run(actor_latency(router, profile, size, args.queries, embedder)))
             row["http_ms"] = http_latency(client, profile, size, args.queries)
-            row["actor_rss_mb"] = round(
-                router.call_sync("default", profile, "process_stats")["rss_bytes"] / 2**20, 1
-            )
+            row["actor_rss_mb"] = round(rss_bytes(router, profile) / 2**20, 1)
             row["cold_activation_ms"] = cold_activation(settings, profile)
             row["file_mb"] = round(
                 sum(f.stat().st_size for f in (data_dir / "default" / profile).iterdir()) / 2**20, 1
             )
             rows.append(row)
             print_row(row)
-        idle = router.call_sync("default", "idle-profile", "ping", create=True)
-        assert idle
-        idle_stats = router.call_sync("default", "idle-profile", "process_stats")
+        run_blocking(ProfileCalls(router, "default", "idle-profile").activate())
+        idle_rss = rss_bytes(router, "idle-profile")
     finally:
         client.close()
         server.stop()
         del ray
     return {
         "rows": rows,
-        "idle_actor_rss_mb": round(idle_stats["rss_bytes"] / 2**20, 1),
+        "idle_actor_rss_mb": round(idle_rss / 2**20, 1),
         "cpus": os.cpu_count(),
     }
 

@@ -185,30 +185,34 @@ def live_profile_actors(settings: Settings) -> list[str]:
     )
 
 
+SAMPLE_TIMEOUT_S = 2.0  # an actor still starting or already exiting is skipped
+
+
 def sample(settings: Settings, began: float) -> dict[str, Any]:
     """Live profile actors and their RSS; an actor still starting or already exiting is skipped."""
-    import ray
+    from raymem.actors.calls import ProfileCalls
+    from raymem.actors.registry import ProfileRouter
 
     names = live_profile_actors(settings)
-    refs = {}
-    for name in names:
+    router = ProfileRouter(settings)
+
+    async def stats_of(name: str) -> Any:
+        tenant, profile = name.split("/", 1)
         try:
-            handle = ray.get_actor(name, namespace=settings.namespace)
-        except ValueError:  # exited between the listing and the lookup
-            continue
-        refs[handle.process_stats.remote()] = name
-    ready, pending = ray.wait(list(refs), num_returns=len(refs), timeout=2.0)
-    for ref in pending:
-        ray.cancel(ref)
+            stats = ProfileCalls(router, tenant, profile).process_stats()
+            return await asyncio.wait_for(stats, SAMPLE_TIMEOUT_S)
+        except Exception:  # starting, or hibernated in the meantime
+            return None
+
+    async def sample_all() -> list[Any]:
+        return await asyncio.gather(*(stats_of(name) for name in names))
+
     pids: dict[str, int] = {}
     rss = 0
-    for ref in ready:
-        try:
-            stats = ray.get(ref)
-        except Exception:  # hibernated in the meantime
-            continue
-        rss += stats["rss_bytes"]
-        pids[refs[ref]] = stats["pid"]
+    for name, stats in zip(names, asyncio.run(sample_all()), strict=True):
+        if stats is not None:
+            rss += stats.rss_bytes
+            pids[name] = stats.pid
     return {
         "t": round(time.monotonic() - began, 1),
         "live": len(pids),

@@ -13,7 +13,7 @@ A plain FTS5/BM25 index over the same turns is scored in the same run.
 import argparse
 import json
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,12 @@ def sessions(conversation: dict[str, Any]) -> list[tuple[str, datetime, list[dic
         out.append((key, session_time(conversation[f"{key}_date_time"]), conversation[key]))
         number += 1
     return out
+
+
+def asked_at(conversation: list[tuple[str, datetime, list[dict[str, Any]]]]) -> datetime:
+    """When the questions are asked: a day after the last session began (the data gives no
+    question dates; the questions look back on the whole conversation)."""
+    return (conversation[-1][1] + timedelta(days=1)).replace(tzinfo=UTC)
 
 
 def ingest_conversation(
@@ -122,6 +128,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for dia_id, text in texts.items():
                 baseline.add(dia_id, text)
             handle = client.get_profile(profile)
+            asked = asked_at(sessions(sample["conversation"]))
             for qa in sample["qa"][: args.limit_questions or None]:
                 relevant = evidence(qa, texts)
                 if not relevant:
@@ -129,7 +136,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     continue
                 category = str(qa["category"])
                 sent = time.perf_counter()
-                result = handle.recall(qa["question"], limit=args.recall_limit, synthesize=False)
+                result = handle.recall(
+                    qa["question"], limit=args.recall_limit, synthesize=False, as_of=asked
+                )
                 latency["client"].append((time.perf_counter() - sent) * 1000)
                 latency["server_total"].append(result.latency_ms["total"])
                 for stage, ms in result.latency_ms.items():

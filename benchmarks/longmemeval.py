@@ -15,7 +15,7 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,23 @@ from raymem.config import Settings
 from raymem.store import message_id
 
 Turn = tuple[str, int]  # (session id, turn index)
+
+
+def question_time(item: dict[str, Any]) -> datetime:
+    """When the question is asked: "now" for its relative dates ("last Saturday")."""
+    return haystack_time(item["question_date"]).replace(tzinfo=UTC)
+
+
+def newest_answer_first(item: dict[str, Any], ranked_sessions: list[str]) -> bool | None:
+    """For a question whose answer was stated in several sessions (knowledge updates):
+    whether the newest of them ranks above the older ones. None when not applicable."""
+    answers = set(item["answer_session_ids"])
+    if len(answers) < 2:
+        return None
+    dated = dict(zip(item["haystack_session_ids"], item["haystack_dates"], strict=True))
+    newest = max(answers, key=lambda session: haystack_time(dated[session]))
+    first = next((session for session in ranked_sessions if session in answers), None)
+    return first == newest
 
 
 def haystack_time(text: str) -> datetime:
@@ -98,7 +115,10 @@ class Runner:
 
     def __init__(self, client: Client, settings: Settings, args: argparse.Namespace) -> None:
         self.client, self.settings, self.args = client, settings, args
-        self.tallies = {name: {"turn": Tally(), "session": Tally()} for name in ("raymem", "bm25")}
+        self.tallies = {
+            name: {"turn": Tally(), "session": Tally(), "update": Tally()}
+            for name in ("raymem", "bm25")
+        }
         self.latency: dict[str, list[float]] = {"client": [], "server_total": []}
         self.stages: dict[str, list[float]] = {}
         self._lock = threading.Lock()
@@ -113,7 +133,10 @@ class Runner:
         ingest_s = time.perf_counter() - started
         sent = time.perf_counter()
         result = self.client.get_profile(profile).recall(
-            item["question"], limit=self.args.recall_limit, synthesize=False
+            item["question"],
+            limit=self.args.recall_limit,
+            synthesize=False,
+            as_of=question_time(item),
         )
         client_ms = (time.perf_counter() - sent) * 1000
         self.client.get_profile(profile).delete()
@@ -147,6 +170,9 @@ class Runner:
                 self.tallies[name]["turn"].add(category, score_ranking(turns, relevant_turns))
             sessions = list(dict.fromkeys(session for session, _ in turns))
             self.tallies[name]["session"].add(category, score_ranking(sessions, relevant_sessions))
+            newest = newest_answer_first(item, sessions)
+            if newest is not None:
+                self.tallies[name]["update"].add(category, {"newest_first": float(newest)})
         self.latency["client"].append(client_ms)
         self.latency["server_total"].append(stage_ms["total"])
         for stage, ms in stage_ms.items():
@@ -187,6 +213,16 @@ def report(runner: Runner, categories: list[str], args: argparse.Namespace) -> d
             results["metrics"][name][level]["overall"] = overall
         print()
         print(table(f"LongMemEval_S {level}-level", rows))
+    rows = []
+    for name in ("raymem", "bm25"):
+        tally = runner.tallies[name]["update"]
+        for category in categories:
+            if tally.rows.get(category):
+                rows.append((f"{name} {category}", tally.mean([category])))
+                results["metrics"][name].setdefault("update", {})[category] = tally.mean([category])
+    if rows:
+        print()
+        print(table("LongMemEval_S: the newest answer session ranks above the older ones", rows))
     results["latency_ms"] = {key: percentiles(values) for key, values in runner.latency.items()}
     results["stage_ms"] = {key: percentiles(values) for key, values in runner.stages.items()}
     print("\nrecall latency (ms):", json.dumps(results["latency_ms"]))

@@ -127,7 +127,9 @@ async def run_locomo(args: argparse.Namespace, settings: Any, embedder: CachedEm
         sessions = []
         turn_of: dict[str, list[str]] = {}
         texts: dict[str, str] = {}
-        for key, started, turns in locomo.sessions(sample["conversation"]):
+        conversation = locomo.sessions(sample["conversation"])
+        asked_at = locomo.asked_at(conversation)
+        for key, started, turns in conversation:
             messages = []
             for index, turn in enumerate(turns):
                 content = locomo.turn_text(turn)
@@ -144,7 +146,9 @@ async def run_locomo(args: argparse.Namespace, settings: Any, embedder: CachedEm
         for qa, vector in zip(questions, vectors, strict=True):
             relevant = locomo.evidence(qa, texts)
             category = str(qa["category"])
-            request = RecallRequest(query=qa["question"], limit=args.recall_limit, synthesize=False)
+            request = RecallRequest(
+                query=qa["question"], limit=args.recall_limit, synthesize=False, as_of=asked_at
+            )
             started_at = time.perf_counter()
             result = await recaller.recall(request, query_vector=vector)
             latency.append((time.perf_counter() - started_at) * 1000)
@@ -183,7 +187,7 @@ async def run_longmemeval(
     ]
     if args.per_type:
         data = longmemeval.per_type(data, args.per_type)
-    tally = {"turn": Tally(), "session": Tally()}
+    tally = {"turn": Tally(), "session": Tally(), "update": Tally()}
     latency: list[float] = []
     for number, item in enumerate(data):
         sessions = []
@@ -213,7 +217,12 @@ async def run_longmemeval(
         built_s = time.perf_counter() - started_build
         recaller = Recaller(store, settings.recall, None)
         vector = (await embedder.embed([item["question"]]))[0]
-        request = RecallRequest(query=item["question"], limit=args.recall_limit, synthesize=False)
+        request = RecallRequest(
+            query=item["question"],
+            limit=args.recall_limit,
+            synthesize=False,
+            as_of=longmemeval.question_time(item),
+        )
         started_at = time.perf_counter()
         result = await recaller.recall(request, query_vector=vector)
         latency.append((time.perf_counter() - started_at) * 1000)
@@ -226,6 +235,9 @@ async def run_longmemeval(
             tally["turn"].add(kind, score_ranking(turns, relevant_turns))
         ranked_sessions = list(dict.fromkeys(s for s, _ in turns))
         tally["session"].add(kind, score_ranking(ranked_sessions, set(item["answer_session_ids"])))
+        newest = longmemeval.newest_answer_first(item, ranked_sessions)
+        if newest is not None:
+            tally["update"].add(kind, {"newest_first": float(newest)})
         if args.verbose:
             print(f"[{number}] {item['question_id']} {kind} built in {built_s:.1f} s", flush=True)
     kinds = sorted({item["question_type"] for item in data})
@@ -233,6 +245,10 @@ async def run_longmemeval(
         rows = [(kind, tally[level].mean([kind])) for kind in kinds]
         rows.append(("overall", tally[level].mean(kinds)))
         print(table(f"LongMemEval_S {level}-level (in-process, {len(data)} questions)", rows))
+    updates = [kind for kind in kinds if tally["update"].rows.get(kind)]
+    if updates:
+        rows = [(kind, tally["update"].mean([kind])) for kind in updates]
+        print(table("LongMemEval_S: the newest answer session ranks above the older ones", rows))
     print("recall latency without query embedding (ms):", percentiles(latency))
     save(args, tally, latency, categories=kinds)
 

@@ -1,8 +1,8 @@
 """Where clients write exported archives and read archives to import: files, S3 URLs, streams.
 
-Object storage is reached with boto3 and the usual AWS credential sources; an
-S3-compatible endpoint comes from ``RAYMEM_OBJECT_STORE_ENDPOINT_URL`` (or
-``AWS_ENDPOINT_URL``).
+``s3://`` URLs are reached with boto3 as the given ``ObjectStoreSettings`` say
+(endpoint, region, credentials); their empty fields leave boto3 its usual
+sources (``AWS_*`` variables, shared files, instance roles).
 """
 
 import asyncio
@@ -13,7 +13,12 @@ import os
 import tempfile
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+
+from raymem.config import ObjectStoreSettings
+
+if TYPE_CHECKING:
+    from raymem.export import ObjectStore
 
 T = TypeVar("T")
 
@@ -32,14 +37,17 @@ class _Sink:
         self.written += len(chunk)
 
 
-def _object_store(bucket: str):  # type: ignore[no-untyped-def]
+def _object_store(bucket: str, settings: ObjectStoreSettings) -> "ObjectStore":
+    """The bucket of an ``s3://`` URL, reached as ``settings`` say (boto3 loaded only now)."""
     from raymem.export import ObjectStore
 
-    endpoint = os.environ.get("RAYMEM_OBJECT_STORE_ENDPOINT_URL") or os.environ.get(
-        "AWS_ENDPOINT_URL", ""
+    return ObjectStore(
+        bucket,
+        endpoint_url=settings.endpoint_url,
+        region=settings.region,
+        access_key_id=settings.access_key_id,
+        secret_access_key=settings.secret_access_key,
     )
-    region = os.environ.get("RAYMEM_OBJECT_STORE_REGION", "")
-    return ObjectStore(bucket, endpoint_url=endpoint, region=region)
 
 
 def _run_blocking(coro: Coroutine[Any, Any, T]) -> T:
@@ -49,7 +57,9 @@ def _run_blocking(coro: Coroutine[Any, Any, T]) -> T:
 
 
 @contextlib.contextmanager
-def archive_sink(destination: Destination) -> Iterator[_Sink]:
+def archive_sink(
+    destination: Destination, object_store: ObjectStoreSettings | None = None
+) -> Iterator[_Sink]:
     """A sink for archive bytes; a file appears only once complete (temp file, then rename)."""
     if not isinstance(destination, str | Path):
         yield _Sink(destination)
@@ -72,14 +82,15 @@ def archive_sink(destination: Destination) -> Iterator[_Sink]:
             from raymem.export import parse_s3_url
 
             bucket, key = parse_s3_url(url)
-            _run_blocking(_object_store(bucket).put_file(key, tmp))
+            store = _object_store(bucket, object_store or ObjectStoreSettings())
+            _run_blocking(store.put_file(key, tmp))
         else:
             os.replace(tmp, str(target))
     finally:
         Path(tmp).unlink(missing_ok=True)
 
 
-def read_archive(source: Source) -> bytes:
+def read_archive(source: Source, object_store: ObjectStoreSettings | None = None) -> bytes:
     """The bytes of an archive to import (the server accepts gzipped archives too)."""
     if isinstance(source, bytes):
         return source
@@ -87,7 +98,8 @@ def read_archive(source: Source) -> bytes:
         from raymem.export import parse_s3_url
 
         bucket, key = parse_s3_url(source)
-        return _run_blocking(_object_store(bucket).get(key))
+        store = _object_store(bucket, object_store or ObjectStoreSettings())
+        return _run_blocking(store.get(key))
     if isinstance(source, str | Path):
         return Path(source).read_bytes()
     return source.read()

@@ -150,12 +150,16 @@ def profiles(as_json: bool, url: str, token: str | None) -> None:
 @click.argument("profile")
 @click.argument("destination")
 @client_options
-def export(profile: str, destination: str, url: str, token: str | None) -> None:
-    """Save PROFILE as JSON Lines to DESTINATION: a file (.gz compresses) or s3://bucket/key."""
+@click.pass_context
+def export(ctx: click.Context, profile: str, destination: str, url: str, token: str | None) -> None:
+    """Save PROFILE as JSON Lines to DESTINATION: a file (.gz compresses) or s3://bucket/key.
+
+    An s3:// destination is reached as the configuration's [object_store] says."""
     from tqdm import tqdm
 
+    object_store = _settings(ctx).object_store
     bar = tqdm(unit="B", unit_scale=True, desc=f"export {profile}", disable=None)
-    with open_client(url, token) as client, server_errors(), bar:
+    with open_client(url, token, object_store) as client, server_errors(), bar:
         written = client.get_profile(profile).export(destination, progress=bar.update)
     click.echo(f"exported {profile} to {destination} ({written} bytes)")
 
@@ -164,12 +168,16 @@ def export(profile: str, destination: str, url: str, token: str | None) -> None:
 @click.argument("profile")
 @click.argument("source")
 @client_options
-def import_(profile: str, source: str, url: str, token: str | None) -> None:
-    """Load an archive from SOURCE (a file or s3://bucket/key) into a new or empty PROFILE."""
+@click.pass_context
+def import_(ctx: click.Context, profile: str, source: str, url: str, token: str | None) -> None:
+    """Load an archive from SOURCE (a file or s3://bucket/key) into a new or empty PROFILE.
+
+    An s3:// source is reached as the configuration's [object_store] says."""
     from tqdm import tqdm
 
+    object_store = _settings(ctx).object_store
     bar = tqdm(total=1, desc=f"import {profile}", disable=None)
-    with open_client(url, token) as client, server_errors(), bar:
+    with open_client(url, token, object_store) as client, server_errors(), bar:
         result = client.get_profile(profile).import_archive(source)
         bar.update(1)
     counts = result.counts

@@ -8,6 +8,7 @@ import click
 import httpx
 
 from raymem.client import DEFAULT_URL, Client, RaymemHTTPError
+from raymem.config import ObjectStoreSettings
 
 
 def client_options(command: Any) -> Any:
@@ -24,8 +25,10 @@ def client_options(command: Any) -> Any:
     return command
 
 
-def open_client(url: str, token: str | None) -> Client:
-    return Client(url, token)
+def open_client(
+    url: str, token: str | None, object_store: ObjectStoreSettings | None = None
+) -> Client:
+    return Client(url, token, object_store=object_store)
 
 
 @contextlib.contextmanager

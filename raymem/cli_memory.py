@@ -14,6 +14,9 @@ import msgspec
 
 from raymem.cli_common import client_options, open_client, server_errors
 from raymem.client import Profile
+from raymem.types import Memory, ProfileList, SessionList
+
+PAGE_SIZE = 100  # memories per request: the server's largest page by default
 
 
 def _json_option(command: Any) -> Any:
@@ -28,11 +31,12 @@ def _when(moment: Any) -> str:
     return "-" if moment is None else moment.strftime("%Y-%m-%d %H:%M")
 
 
-def _session_memories(profile: Profile, session_id: str) -> Iterator[Any]:
+def _session_memories(profile: Profile, session_id: str) -> Iterator[Memory]:
     cursor = None
     while True:
-        params = {"session_id": session_id, "include_superseded": True, "limit": 100}
-        page = profile.list(**params, **({"cursor": cursor} if cursor else {}))
+        page = profile.list(
+            session_id=session_id, include_superseded=True, limit=PAGE_SIZE, cursor=cursor
+        )
         yield from page.memories
         cursor = page.next_cursor
         if cursor is None:
@@ -51,20 +55,31 @@ def memory() -> None:
 def ls(profile: str | None, as_json: bool, url: str, token: str | None) -> None:
     """List profiles, or a profile's sessions with --profile."""
     with open_client(url, token) as client, server_errors():
-        listing = client.profiles() if profile is None else client.get_profile(profile).sessions()
+        if profile is None:
+            _show_profiles(client.profiles(), as_json)
+        else:
+            _show_sessions(client.get_profile(profile).sessions(), as_json)
+
+
+def _show_profiles(listing: ProfileList, as_json: bool) -> None:
     if as_json:
         _echo_json(listing)
-    elif profile is None:
-        click.echo(f"{'PROFILE':<32} {'MESSAGES':>9} {'MEMORIES':>9} {'SESSIONS':>9}")
-        for info in listing.profiles:
-            click.echo(f"{info.name:<32} {info.messages:>9} {info.memories:>9} {info.sessions:>9}")
-    else:
-        click.echo(f"{'SESSION':<32} {'STARTED':<17} {'ENDED':<17} {'MESSAGES':>9}")
-        for session in listing.sessions:
-            click.echo(
-                f"{session.id:<32} {_when(session.started_at):<17} {_when(session.ended_at):<17}"
-                f" {session.message_count:>9}"
-            )
+        return
+    click.echo(f"{'PROFILE':<32} {'MESSAGES':>9} {'MEMORIES':>9} {'SESSIONS':>9}")
+    for info in listing.profiles:
+        click.echo(f"{info.name:<32} {info.messages:>9} {info.memories:>9} {info.sessions:>9}")
+
+
+def _show_sessions(listing: SessionList, as_json: bool) -> None:
+    if as_json:
+        _echo_json(listing)
+        return
+    click.echo(f"{'SESSION':<32} {'STARTED':<17} {'ENDED':<17} {'MESSAGES':>9}")
+    for session in listing.sessions:
+        click.echo(
+            f"{session.id:<32} {_when(session.started_at):<17} {_when(session.ended_at):<17}"
+            f" {session.message_count:>9}"
+        )
 
 
 @memory.command()

@@ -1,7 +1,8 @@
 """HTTP clients: ``Client`` (blocking) and ``AsyncClient``, both over httpx.
 
-Each operation is described once, as a ``_Call`` (method, path, body, result
-type); the sync and async classes only differ in how they send it.
+Each operation is described once, as a ``_Call`` (method, path, body and the
+type of its answer); the sync and async classes only differ in how they send
+it, and have the same methods with the same parameters.
 
     client = raymem.Client("http://127.0.0.1:8000")
     profile = client.get_profile("my-project")
@@ -9,21 +10,26 @@ type); the sync and async classes only differ in how they send it.
     print(profile.recall("Which package manager?").answer)
 """
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from types import NoneType
+from typing import Any, Generic, TypeVar, cast
 
 import httpx
 import msgspec
 
 from raymem.archive_io import Destination, Progress, Source, archive_sink, read_archive
+from raymem.config import ObjectStoreSettings
 from raymem.types import (
     ImportResult,
     IngestResult,
     MemoryPage,
+    MemoryType,
     MemoryWithHistory,
     MessageList,
     ProfileList,
     RecallResult,
+    Role,
     SessionDeleted,
     SessionEnded,
     SessionList,
@@ -32,7 +38,10 @@ from raymem.types import (
 )
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+DEFAULT_TIMEOUT_S = 60.0
 MessageLike = Mapping[str, Any] | msgspec.Struct
+
+T = TypeVar("T")
 
 
 class RaymemHTTPError(Exception):
@@ -52,32 +61,63 @@ class RawBody(msgspec.Struct):
     data: bytes
 
 
-class _Call(msgspec.Struct):
-    method: str
-    path: str
-    body: Any = None
-    params: dict[str, Any] | None = None
-    result: type | None = None
+class _Call(Generic[T]):
+    """One request and the type its answer decodes to (``NoneType``: no body)."""
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        result: type[T],
+        *,
+        body: object = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.method, self.path, self.result = method, path, result
+        self.body, self.params = body, params
+
+    def request_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"params": self.params}
+        if isinstance(self.body, RawBody):
+            kwargs["content"] = self.body.data
+            kwargs["headers"] = {"Content-Type": "application/x-ndjson"}
+        elif self.body is not None:
+            kwargs["content"] = msgspec.json.encode(self.body)
+            kwargs["headers"] = {"Content-Type": "application/json"}
+        return kwargs
+
+    def answer(self, response: httpx.Response) -> T:
+        """The decoded answer; ``RaymemHTTPError`` for an error response."""
+        raise_for_error(response)
+        if self.result is NoneType:
+            return cast(T, None)
+        return msgspec.json.decode(response.content, type=self.result)
+
+
+def raise_for_error(response: httpx.Response) -> None:
+    """Raise ``RaymemHTTPError`` for a 4xx or 5xx response (its body must have been read)."""
+    if response.status_code < 400:
+        return
+    try:
+        error = response.json()["error"]
+        code, message = str(error["code"]), str(error["message"])
+    except (ValueError, KeyError, TypeError):
+        code, message = "http_error", response.text[:500]
+    raise RaymemHTTPError(response.status_code, code, message)
 
 
 def _as_dict(message: MessageLike) -> dict[str, Any]:
-    return msgspec.to_builtins(message) if isinstance(message, msgspec.Struct) else dict(message)
+    if isinstance(message, msgspec.Struct):
+        return cast(dict[str, Any], msgspec.to_builtins(message))
+    return dict(message)
 
 
-def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
+def _without_none(values: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
-def _result(call: _Call, response: httpx.Response) -> Any:
-    if response.status_code >= 400:
-        try:
-            error = response.json()["error"]
-            raise RaymemHTTPError(response.status_code, error["code"], error["message"])
-        except (ValueError, KeyError, TypeError):
-            raise RaymemHTTPError(response.status_code, "http_error", response.text[:500]) from None
-    if call.result is None or response.status_code == 204:
-        return None
-    return msgspec.json.decode(response.content, type=call.result)
+def _types(type: MemoryType | Sequence[MemoryType] | None) -> list[MemoryType] | None:
+    return [type] if isinstance(type, str) else None if type is None else list(type)
 
 
 class _Profile:
@@ -87,96 +127,150 @@ class _Profile:
         self.name = name
         self._base = f"/v1/profiles/{name}"
 
-    def _ingest(self, messages: Iterable[MessageLike], session_id: str) -> _Call:
+    def _ingest(self, messages: Iterable[MessageLike], session_id: str) -> _Call[IngestResult]:
         body = {"session_id": session_id, "messages": [_as_dict(m) for m in messages]}
-        return _Call("POST", f"{self._base}/ingest", body, result=IngestResult)
+        return _Call("POST", f"{self._base}/ingest", IngestResult, body=body)
 
-    def _remember(self, content: str, **options: Any) -> _Call:
-        body = _drop_none({"content": content, **options})
-        return _Call("POST", f"{self._base}/memories", body, result=MemoryWithHistory)
+    def _remember(
+        self,
+        content: str,
+        session_id: str | None,
+        type: MemoryType | None,
+        importance: float | None,
+    ) -> _Call[MemoryWithHistory]:
+        body = _without_none(
+            {"content": content, "session_id": session_id, "type": type, "importance": importance}
+        )
+        return _Call("POST", f"{self._base}/memories", MemoryWithHistory, body=body)
 
-    def _recall(self, query: str, **options: Any) -> _Call:
-        body = _drop_none({"query": query, **options})
-        return _Call("POST", f"{self._base}/recall", body, result=RecallResult)
+    def _recall(
+        self,
+        query: str,
+        limit: int,
+        types: Sequence[MemoryType] | None,
+        session_id: str | None,
+        synthesize: bool,
+        include_messages: bool,
+        as_of: datetime | None,
+    ) -> _Call[RecallResult]:
+        body = _without_none(
+            {
+                "query": query,
+                "limit": limit,
+                "types": None if types is None else list(types),
+                "session_id": session_id,
+                "synthesize": synthesize,
+                "include_messages": include_messages,
+                "as_of": None if as_of is None else as_of.isoformat(),
+            }
+        )
+        return _Call("POST", f"{self._base}/recall", RecallResult, body=body)
 
-    def _list(self, **params: Any) -> _Call:
-        return _Call("GET", f"{self._base}/memories", params=_drop_none(params), result=MemoryPage)
+    def _list(
+        self,
+        type: MemoryType | Sequence[MemoryType] | None,
+        session_id: str | None,
+        include_superseded: bool,
+        limit: int,
+        cursor: str | None,
+    ) -> _Call[MemoryPage]:
+        params = _without_none(
+            {
+                "type": _types(type),
+                "session_id": session_id,
+                "include_superseded": include_superseded,
+                "limit": limit,
+                "cursor": cursor,
+            }
+        )
+        return _Call("GET", f"{self._base}/memories", MemoryPage, params=params)
 
-    def _get(self, memory_id: str) -> _Call:
-        return _Call("GET", f"{self._base}/memories/{memory_id}", result=MemoryWithHistory)
+    def _get(self, memory_id: str) -> _Call[MemoryWithHistory]:
+        return _Call("GET", f"{self._base}/memories/{memory_id}", MemoryWithHistory)
 
-    def _forget(self, memory_id: str) -> _Call:
-        return _Call("DELETE", f"{self._base}/memories/{memory_id}")
+    def _forget(self, memory_id: str) -> _Call[None]:
+        return _Call("DELETE", f"{self._base}/memories/{memory_id}", NoneType)
 
-    def _sessions(self) -> _Call:
-        return _Call("GET", f"{self._base}/sessions", result=SessionList)
+    def _sessions(self) -> _Call[SessionList]:
+        return _Call("GET", f"{self._base}/sessions", SessionList)
 
-    def _delete(self) -> _Call:
-        return _Call("DELETE", self._base)
+    def _delete(self) -> _Call[None]:
+        return _Call("DELETE", self._base, NoneType)
 
-    def _snapshot(self) -> _Call:
-        return _Call("POST", f"{self._base}/snapshot", result=SnapshotResult)
+    def _snapshot(self) -> _Call[SnapshotResult]:
+        return _Call("POST", f"{self._base}/snapshot", SnapshotResult)
 
-    def _import(self, archive: bytes) -> _Call:
-        return _Call("POST", f"{self._base}/import", RawBody(archive), result=ImportResult)
+    def _import(self, archive: bytes) -> _Call[ImportResult]:
+        return _Call("POST", f"{self._base}/import", ImportResult, body=RawBody(archive))
 
 
 class _Session:
     def __init__(self, profile: str, session_id: str) -> None:
+        self.profile, self.session_id = profile, session_id
         self._base = f"/v1/profiles/{profile}/sessions/{session_id}"
 
-    def _append(self, role: str, content: str) -> _Call:
-        body = {"role": role, "content": content}
-        return _Call("POST", f"{self._base}/messages", body, result=StoredMessage)
+    def _append(
+        self, role: Role, content: str, created_at: datetime | None
+    ) -> _Call[StoredMessage]:
+        body = _without_none({"role": role, "content": content, "created_at": created_at})
+        return _Call("POST", f"{self._base}/messages", StoredMessage, body=body)
 
-    def _last(self, n: int | None) -> _Call:
+    def _last(self, n: int | None) -> _Call[MessageList]:
         params = None if n is None else {"last": n}
-        return _Call("GET", f"{self._base}/messages", params=params, result=MessageList)
+        return _Call("GET", f"{self._base}/messages", MessageList, params=params)
 
-    def _end(self) -> _Call:
-        return _Call("POST", f"{self._base}/end", result=SessionEnded)
+    def _end(self) -> _Call[SessionEnded]:
+        return _Call("POST", f"{self._base}/end", SessionEnded)
 
-    def _delete(self) -> _Call:
-        return _Call("DELETE", self._base, result=SessionDeleted)
+    def _delete(self) -> _Call[SessionDeleted]:
+        return _Call("DELETE", self._base, SessionDeleted)
 
 
 def _headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-def _request_kwargs(call: _Call) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"params": call.params}
-    if isinstance(call.body, RawBody):
-        kwargs["content"] = call.body.data
-        kwargs["headers"] = {"Content-Type": "application/x-ndjson"}
-    elif call.body is not None:
-        kwargs["content"] = msgspec.json.encode(call.body)
-        kwargs["headers"] = {"Content-Type": "application/json"}
-    return kwargs
+_HEALTH: _Call[dict[str, Any]] = _Call("GET", "/healthz", dict)
+_PROFILES = _Call("GET", "/v1/profiles", ProfileList)
 
 
 # ------------------------------------------------------------------ blocking
 
 
 class Client:
-    """A blocking client for a raymem server."""
+    """A blocking client for a raymem server.
+
+    Args:
+        url: the server's address.
+        token: an API key, when the server has keys configured.
+        timeout: seconds to wait for each answer.
+        object_store: where ``s3://`` archives are written and read (endpoint, region,
+            credentials); by default boto3's usual sources (``AWS_*`` variables and files).
+    """
 
     def __init__(
-        self, url: str = DEFAULT_URL, token: str | None = None, *, timeout: float = 60.0
+        self,
+        url: str = DEFAULT_URL,
+        token: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        object_store: ObjectStoreSettings | None = None,
     ) -> None:
         self._http = httpx.Client(base_url=url, headers=_headers(token), timeout=timeout)
+        self._object_store = object_store or ObjectStoreSettings()
 
-    def _send(self, call: _Call) -> Any:
-        return _result(call, self._http.request(call.method, call.path, **_request_kwargs(call)))
+    def _send(self, call: _Call[T]) -> T:
+        return call.answer(self._http.request(call.method, call.path, **call.request_kwargs()))
 
     def get_profile(self, name: str) -> "Profile":
         return Profile(self, name)
 
     def profiles(self) -> ProfileList:
-        return self._send(_Call("GET", "/v1/profiles", result=ProfileList))
+        """Your profiles, with their counts of messages, memories and sessions."""
+        return self._send(_PROFILES)
 
     def health(self) -> dict[str, Any]:
-        return self._send(_Call("GET", "/healthz", result=dict))
+        return self._send(_HEALTH)
 
     def close(self) -> None:
         self._http.close()
@@ -194,16 +288,51 @@ class Profile(_Profile):
         self._client = client
 
     def ingest(self, messages: Iterable[MessageLike], *, session_id: str) -> IngestResult:
+        """Store a conversation's turns and extract memories from them."""
         return self._client._send(self._ingest(messages, session_id))
 
-    def remember(self, content: str, **options: Any) -> MemoryWithHistory:
-        return self._client._send(self._remember(content, **options))
+    def remember(
+        self,
+        content: str,
+        *,
+        session_id: str | None = None,
+        type: MemoryType | None = None,
+        importance: float | None = None,
+    ) -> MemoryWithHistory:
+        """Remember one thing now (its type is classified when not given)."""
+        return self._client._send(self._remember(content, session_id, type, importance))
 
-    def recall(self, query: str, **options: Any) -> RecallResult:
-        return self._client._send(self._recall(query, **options))
+    def recall(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        types: Sequence[MemoryType] | None = None,
+        session_id: str | None = None,
+        synthesize: bool = True,
+        include_messages: bool = True,
+        as_of: datetime | None = None,
+    ) -> RecallResult:
+        """What the profile knows about ``query``: an answer and the memories behind it.
 
-    def list(self, **params: Any) -> MemoryPage:
-        return self._client._send(self._list(**params))
+        ``as_of``: "now" for the query's relative dates ("yesterday"); the server's clock
+        when not given.
+        """
+        call = self._recall(query, limit, types, session_id, synthesize, include_messages, as_of)
+        return self._client._send(call)
+
+    def list(
+        self,
+        *,
+        type: MemoryType | Sequence[MemoryType] | None = None,
+        session_id: str | None = None,
+        include_superseded: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> MemoryPage:
+        """A page of memories, newest first; pass ``next_cursor`` for the next page."""
+        call = self._list(type, session_id, include_superseded, limit, cursor)
+        return self._client._send(call)
 
     def get(self, memory_id: str) -> MemoryWithHistory:
         return self._client._send(self._get(memory_id))
@@ -218,6 +347,7 @@ class Profile(_Profile):
         return SessionClient(self._client, self.name, session_id)
 
     def delete(self) -> None:
+        """Delete the profile and all its data."""
         self._client._send(self._delete())
 
     def snapshot(self) -> SnapshotResult:
@@ -228,21 +358,23 @@ class Profile(_Profile):
         """Save the whole profile as JSON Lines to a path (gzipped if it ends in .gz),
         an ``s3://bucket/key`` URL, or a binary stream. Returns the bytes written."""
         with (
-            archive_sink(destination) as sink,
+            archive_sink(destination, self._client._object_store) as sink,
             self._client._http.stream("GET", f"{self._base}/export") as response,
         ):
             if response.status_code >= 400:
                 response.read()
-                _result(_Call("GET", ""), response)
+                raise_for_error(response)
             for chunk in response.iter_bytes():
                 sink.write(chunk)
                 if progress is not None:
                     progress(len(chunk))
-            return sink.written
+        return sink.written
 
     def import_archive(self, source: Source) -> ImportResult:
-        """Load an archive (a path, an ``s3://`` URL, bytes or a stream) into this new or empty profile."""
-        return self._client._send(self._import(read_archive(source)))
+        """Load an archive (a path, an ``s3://`` URL, bytes or a stream) into this new or
+        empty profile."""
+        archive = read_archive(source, self._client._object_store)
+        return self._client._send(self._import(archive))
 
 
 class SessionClient(_Session):
@@ -250,13 +382,18 @@ class SessionClient(_Session):
         super().__init__(profile, session_id)
         self._client = client
 
-    def append(self, role: str, content: str) -> StoredMessage:
-        return self._client._send(self._append(role, content))
+    def append(
+        self, role: Role, content: str, *, created_at: datetime | None = None
+    ) -> StoredMessage:
+        """Add one turn to the session (``created_at``: when it was said; default now)."""
+        return self._client._send(self._append(role, content, created_at))
 
     def last(self, n: int | None = None) -> MessageList:
+        """The session's turns, oldest first; the last ``n`` only when given."""
         return self._client._send(self._last(n))
 
     def end(self) -> SessionEnded:
+        """End the session and consolidate it into long-term memories."""
         return self._client._send(self._end())
 
     def delete(self) -> SessionDeleted:
@@ -271,28 +408,38 @@ class AsyncClient:
     """The same surface as ``Client``, awaited."""
 
     def __init__(
-        self, url: str = DEFAULT_URL, token: str | None = None, *, timeout: float = 60.0
+        self,
+        url: str = DEFAULT_URL,
+        token: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        object_store: ObjectStoreSettings | None = None,
     ) -> None:
         self._http = httpx.AsyncClient(base_url=url, headers=_headers(token), timeout=timeout)
+        self._object_store = object_store or ObjectStoreSettings()
 
-    async def _send(self, call: _Call) -> Any:
-        response = await self._http.request(call.method, call.path, **_request_kwargs(call))
-        return _result(call, response)
+    async def _send(self, call: _Call[T]) -> T:
+        response = await self._http.request(call.method, call.path, **call.request_kwargs())
+        return call.answer(response)
 
     def get_profile(self, name: str) -> "AsyncProfile":
         return AsyncProfile(self, name)
 
     async def profiles(self) -> ProfileList:
-        return await self._send(_Call("GET", "/v1/profiles", result=ProfileList))
+        """Your profiles, with their counts of messages, memories and sessions."""
+        return await self._send(_PROFILES)
 
-    async def aclose(self) -> None:
+    async def health(self) -> dict[str, Any]:
+        return await self._send(_HEALTH)
+
+    async def close(self) -> None:
         await self._http.aclose()
 
     async def __aenter__(self) -> "AsyncClient":
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+        await self.close()
 
 
 class AsyncProfile(_Profile):
@@ -301,16 +448,51 @@ class AsyncProfile(_Profile):
         self._client = client
 
     async def ingest(self, messages: Iterable[MessageLike], *, session_id: str) -> IngestResult:
+        """Store a conversation's turns and extract memories from them."""
         return await self._client._send(self._ingest(messages, session_id))
 
-    async def remember(self, content: str, **options: Any) -> MemoryWithHistory:
-        return await self._client._send(self._remember(content, **options))
+    async def remember(
+        self,
+        content: str,
+        *,
+        session_id: str | None = None,
+        type: MemoryType | None = None,
+        importance: float | None = None,
+    ) -> MemoryWithHistory:
+        """Remember one thing now (its type is classified when not given)."""
+        return await self._client._send(self._remember(content, session_id, type, importance))
 
-    async def recall(self, query: str, **options: Any) -> RecallResult:
-        return await self._client._send(self._recall(query, **options))
+    async def recall(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        types: Sequence[MemoryType] | None = None,
+        session_id: str | None = None,
+        synthesize: bool = True,
+        include_messages: bool = True,
+        as_of: datetime | None = None,
+    ) -> RecallResult:
+        """What the profile knows about ``query``: an answer and the memories behind it.
 
-    async def list(self, **params: Any) -> MemoryPage:
-        return await self._client._send(self._list(**params))
+        ``as_of``: "now" for the query's relative dates ("yesterday"); the server's clock
+        when not given.
+        """
+        call = self._recall(query, limit, types, session_id, synthesize, include_messages, as_of)
+        return await self._client._send(call)
+
+    async def list(
+        self,
+        *,
+        type: MemoryType | Sequence[MemoryType] | None = None,
+        session_id: str | None = None,
+        include_superseded: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> MemoryPage:
+        """A page of memories, newest first; pass ``next_cursor`` for the next page."""
+        call = self._list(type, session_id, include_superseded, limit, cursor)
+        return await self._client._send(call)
 
     async def get(self, memory_id: str) -> MemoryWithHistory:
         return await self._client._send(self._get(memory_id))
@@ -325,26 +507,32 @@ class AsyncProfile(_Profile):
         return AsyncSessionClient(self._client, self.name, session_id)
 
     async def delete(self) -> None:
+        """Delete the profile and all its data."""
         await self._client._send(self._delete())
 
     async def snapshot(self) -> SnapshotResult:
+        """Write a snapshot of the profile to the server's object storage."""
         return await self._client._send(self._snapshot())
 
     async def export(self, destination: Destination, progress: Progress | None = None) -> int:
-        """As ``Profile.export``."""
-        with archive_sink(destination) as sink:
+        """Save the whole profile as JSON Lines to a path (gzipped if it ends in .gz),
+        an ``s3://bucket/key`` URL, or a binary stream. Returns the bytes written."""
+        with archive_sink(destination, self._client._object_store) as sink:
             async with self._client._http.stream("GET", f"{self._base}/export") as response:
                 if response.status_code >= 400:
                     await response.aread()
-                    _result(_Call("GET", ""), response)
+                    raise_for_error(response)
                 async for chunk in response.aiter_bytes():
                     sink.write(chunk)
                     if progress is not None:
                         progress(len(chunk))
-            return sink.written
+        return sink.written
 
     async def import_archive(self, source: Source) -> ImportResult:
-        return await self._client._send(self._import(read_archive(source)))
+        """Load an archive (a path, an ``s3://`` URL, bytes or a stream) into this new or
+        empty profile."""
+        archive = read_archive(source, self._client._object_store)
+        return await self._client._send(self._import(archive))
 
 
 class AsyncSessionClient(_Session):
@@ -352,14 +540,20 @@ class AsyncSessionClient(_Session):
         super().__init__(profile, session_id)
         self._client = client
 
-    async def append(self, role: str, content: str) -> StoredMessage:
-        return await self._client._send(self._append(role, content))
+    async def append(
+        self, role: Role, content: str, *, created_at: datetime | None = None
+    ) -> StoredMessage:
+        """Add one turn to the session (``created_at``: when it was said; default now)."""
+        return await self._client._send(self._append(role, content, created_at))
 
     async def last(self, n: int | None = None) -> MessageList:
+        """The session's turns, oldest first; the last ``n`` only when given."""
         return await self._client._send(self._last(n))
 
     async def end(self) -> SessionEnded:
+        """End the session and consolidate it into long-term memories."""
         return await self._client._send(self._end())
 
     async def delete(self) -> SessionDeleted:
+        """Delete the session's turns and forget the memories derived from it."""
         return await self._client._send(self._delete())

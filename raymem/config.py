@@ -21,25 +21,25 @@ class Section(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
     """A block of the TOML file; unknown keys are a configuration error."""
 
 
-class ServerSettings(Section):
+class ServerSettings(Section, frozen=True):
     host: str = "127.0.0.1"
     port: int = 8000
     ingress_replicas: int = 1
     max_concurrent_per_key: int = 64  # 429 beyond this many requests in flight per key
 
 
-class ApiKey(Section):
+class ApiKey(Section, frozen=True):
     tenant: Annotated[str, msgspec.Meta(pattern=NAME_PATTERN)]  # a directory name
     key_sha256: str
     profiles: list[str] = msgspec.field(default_factory=lambda: ["*"])
     read_only: bool = False
 
 
-class AuthSettings(Section):
+class AuthSettings(Section, frozen=True):
     keys: list[ApiKey] = []
 
 
-class ObjectStoreSettings(Section):
+class ObjectStoreSettings(Section, frozen=True):
     bucket: str = ""
     prefix: str = "raymem"
     endpoint_url: str = ""
@@ -49,21 +49,21 @@ class ObjectStoreSettings(Section):
     secret_access_key: str = ""
 
 
-class DurabilitySettings(Section):
+class DurabilitySettings(Section, frozen=True):
     mode: Literal["local", "shipped", "replicated"] = "shipped"
     snapshot_interval_s: float = 300.0
     snapshot_retention: int = 3  # snapshots kept per profile
     ship_interval_s: float = 1.0  # shipped mode: ledger uploaded within about this long
 
 
-class ProfileSettings(Section):
+class ProfileSettings(Section, frozen=True):
     idle_timeout_s: float = 600.0
     max_live: int = 200
     retention_days: float = 90.0  # raw turns older than this are purged; 0 keeps them forever
     retention_check_s: float = 3600.0
 
 
-class ModelSettings(Section):
+class ModelSettings(Section, frozen=True):
     embedder: str = "sentence-transformers/all-MiniLM-L6-v2"
     generator: Literal["rules", "openai", "transformers"] = "rules"
     num_gpus: float = 0.0  # per model replica; 0 on a CPU machine
@@ -108,7 +108,7 @@ class ModelSettings(Section):
     reconcile_by_similarity: bool = True
 
 
-class LimitSettings(Section):
+class LimitSettings(Section, frozen=True):
     max_body_bytes: int = 16 * 2**20
     max_content_chars: int = 100_000
     max_messages_per_ingest: int = 1_000
@@ -117,7 +117,7 @@ class LimitSettings(Section):
     max_import_bytes: int = 256 * 2**20
 
 
-class RecallSettings(Section):
+class RecallSettings(Section, frozen=True):
     """Weights of the channels in reciprocal rank fusion; topic keys highest.
 
     The defaults were chosen on LoCoMo and a LongMemEval sample (benchmarks/):
@@ -135,10 +135,13 @@ class RecallSettings(Section):
     message_fts_weight: float = 1.0
     message_vector_weight: float = 1.0
     message_time_weight: float = 0.6  # turns inside a date range the query names
+    memory_time_weight: float = 0.6  # events and tasks dated inside a range the query names
     # The rules-written HyDE statement lowered recall at every weight tried, so it is
     # off: 0 skips its embedding and searches. A model-written one may earn a weight.
     hyde_memory_vector_weight: float = 0.0
     hyde_message_vector_weight: float = 0.0
+    model_hyde_weight: float = 0.5  # a model-written HyDE statement, when a model is configured
+    model_timeout_s: float = 5.0  # a model stage of recall slower than this falls back to rules
     neighbour_top: int = 3  # the strongest turns whose neighbours join the result
     neighbour_window: int = 2  # how many turns either side of a strong turn join it
     neighbour_share: float = 0.35  # a neighbour's score, as a share of its strong turn's
@@ -146,14 +149,19 @@ class RecallSettings(Section):
     context_window: int = 2  # found turns this close in a session lift each other
     context_share: float = 0.3
     speaker_share: float = 0.5  # a turn said by the person the query names: lifted by this share
+    recent_share: float = 0.3  # "now", "latest": the newest evidence found is lifted by this share
     candidates_per_channel: int = 50
+    # Rows acknowledged but not yet embedded (an ingest's turns get their vectors in
+    # the background) that a recall embeds first, newest first, with the query: what
+    # was just written is found by the vector channels too. 0: leave them to FTS.
+    catch_up_vectors: int = 64
     # A full-text channel leaves out the query's commonest terms once the rows they
     # match add up to more than this: such terms barely move BM25, yet they cost a
     # score per matching row (70 ms at 100K rows for two words found in every row).
     fts_postings_budget: int = 5000
 
 
-class Settings(Section):
+class Settings(Section, frozen=True):
     data_dir: str = "./raymem-data"
     app_name: str = "raymem"
     namespace: str = "raymem"

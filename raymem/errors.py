@@ -58,6 +58,17 @@ class MemoryNotFound(NotFound):
         return f"Memory {self.memory_id!r} does not exist"
 
 
+class MessageNotFound(NotFound):
+    code = "message_not_found"
+
+    def __init__(self, message_id: str) -> None:
+        super().__init__(message_id)
+        self.message_id = message_id
+
+    def __str__(self) -> str:
+        return f"Message {self.message_id!r} does not exist"
+
+
 class SessionNotFound(NotFound):
     code = "session_not_found"
 
@@ -128,7 +139,7 @@ class ErasureIncomplete(RaymemError):
     code = "erasure_incomplete"
 
     def __init__(self, what: str, reason: str) -> None:
-        super().__init__(what, reason)
+        Exception.__init__(self, what, reason)  # args as the constructor's, for pickling
         self.what, self.reason = what, reason
 
     def __str__(self) -> str:

@@ -57,6 +57,9 @@ class RecallRequest(Request, kw_only=True):
     session_id: Name | None = None
     synthesize: bool = True
     include_messages: bool = True  # the raw-message channel (the safety net)
+    # "Now" for the relative dates of the query ("yesterday", "how long ago"): the
+    # server's clock when not given; replays and benchmarks pass the question's date.
+    as_of: datetime | None = None
 
 
 class AppendRequest(Request, kw_only=True):
@@ -105,11 +108,16 @@ class MemoryWithHistory(Memory, kw_only=True):
 
 
 class RecallHit(Memory, kw_only=True):
-    """A recalled memory, or a raw message (type "message") that only the message channels found."""
+    """A recalled memory, or a raw message (type "message") that only the message channels found.
+
+    A raw message whose memories were all replaced since is ``stale``: it ranks below
+    what replaced it, and ``superseded_by`` names the memory that holds now.
+    """
 
     score: float = 0.0
     channels: list[str] = []
     role: str | None = None  # set on raw messages only
+    stale: bool = False
 
 
 class RecallResult(Schema, kw_only=True):
@@ -117,6 +125,9 @@ class RecallResult(Schema, kw_only=True):
     memories: list[RecallHit]
     method: str
     latency_ms: dict[str, float]
+    # Which stages a configured model ran: {"analysis": "rules+model", "answer": "model"};
+    # "rules" without a model, "rules (model failed: ...)" when it failed or was slow.
+    generated_by: dict[str, str] = {}
 
 
 class StoredMessage(Schema, kw_only=True):
@@ -199,16 +210,32 @@ class SnapshotResult(Schema, kw_only=True):
     ledger_seq: int
 
 
-class ArchiveCounts(Schema, kw_only=True):
+class ArchiveCounts(Schema, kw_only=True, omit_defaults=True):
     sessions: int
     messages: int
     memories: int
+    # Rows of the other tables (blocks, actions, ...) by table; left out when there are none.
+    other: dict[str, int] = {}
 
 
 class ImportResult(Schema, kw_only=True):
     profile: str
     ledger_seq: int
     counts: ArchiveCounts
+
+
+class MemoryErasure(Schema, kw_only=True):
+    """A memory erased: its text is gone from every copy (see the README).
+
+    Erasing a memory also erases the turns it was drawn from and every other memory
+    drawn from one of those turns. Erasing a memory erased before is a success that
+    erases nothing more (a retry after a 503 finishes removing older copies).
+    """
+
+    memory_id: str
+    memories_erased: int  # tombstones made now: this memory and those sharing its turns
+    messages_erased: int  # turns deleted
+    erased_memory_ids: list[str]
 
 
 class SessionDeleted(Schema, kw_only=True):

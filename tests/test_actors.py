@@ -2,6 +2,7 @@
 
 import concurrent.futures
 import uuid
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -9,6 +10,8 @@ import ray
 from conftest import wait_until
 
 import raymem
+from raymem.actors.calls import ProfileCalls, run_blocking
+from raymem.actors.local import AppNotRunning
 from raymem.actors.registry import ProfileRouter, actor_name
 from raymem.errors import ProfileNotFound
 from raymem.types import IngestRequest, MessageIn, RecallRequest
@@ -37,13 +40,13 @@ def test_twenty_concurrent_first_calls_make_one_actor(serve_app, server_settings
             session_id="s1",
             messages=[MessageIn(role="user", content=f"Caller {index} says hello world.")],
         )
-        router.call_sync("default", name, "ingest", request, create=True)
+        run_blocking(ProfileCalls(router, "default", name).ingest(request))
         return live_actor_id(server_settings, name)
 
     with concurrent.futures.ThreadPoolExecutor(20) as pool:
         actor_ids = list(pool.map(first_call, range(20)))
     assert len(set(actor_ids)) == 1
-    info = ProfileRouter(server_settings).call_sync("default", name, "info")
+    info = run_blocking(ProfileCalls(ProfileRouter(server_settings), "default", name).info())
     assert info.messages == 20 and info.sessions == 1
 
 
@@ -52,19 +55,17 @@ def test_idle_profile_hibernates_and_reactivates_with_its_data(serve_app, server
         server_settings,
         profiles=msgspec.structs.replace(server_settings.profiles, idle_timeout_s=0.5),
     )
-    router = ProfileRouter(quick)
     name = f"sleepy-{uuid.uuid4().hex[:8]}"
     request = IngestRequest(
         session_id="s1", messages=[MessageIn(role="user", content="I live in Lisbon now.")]
     )
-    router.call_sync("default", name, "ingest", request, create=True)
+    calls = ProfileCalls(ProfileRouter(quick), "default", name)
+    run_blocking(calls.ingest(request))
     first = live_actor_id(quick, name)
     assert first is not None
     wait_until(lambda: live_actor_id(quick, name) is None, timeout=30)
     # the next call re-activates transparently, with everything still there
-    result = router.call_sync(
-        "default", name, "recall", RecallRequest(query="Where does the user live?")
-    )
+    result = run_blocking(calls.recall(RecallRequest(query="Where does the user live?")))
     assert any("Lisbon" in hit.content for hit in result.memories)
     second = live_actor_id(quick, name)
     assert second is not None and second != first
@@ -72,7 +73,9 @@ def test_idle_profile_hibernates_and_reactivates_with_its_data(serve_app, server
 
 def test_reads_of_an_unknown_profile_raise_not_found(router):
     with pytest.raises(ProfileNotFound):
-        router.call_sync("default", "no-such-profile", "recall", RecallRequest(query="x"))
+        run_blocking(
+            ProfileCalls(router, "default", "no-such-profile").recall(RecallRequest(query="x"))
+        )
     assert live_actor_id(router.settings, "no-such-profile") is None
 
 
@@ -97,6 +100,23 @@ def test_get_profile_calls_the_actor_without_http(serve_app, server_settings):
         raymem.get_profile("../escape", settings=server_settings)
 
 
+def test_get_profile_uses_the_servers_settings_from_any_directory(
+    serve_app, server_settings, tmp_path, monkeypatch
+):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # a caller with its own directory and its own settings
+    monkeypatch.setenv("RAYMEM_DATA_DIR", str(elsewhere / "data"))
+    name = f"published-{uuid.uuid4().hex[:8]}"
+    profile = raymem.get_profile(name)
+    profile.remember("The spare key is under the blue pot.")
+    assert (Path(server_settings.data_dir) / "default" / name / "profile.db").exists()
+    assert not any(elsewhere.iterdir())
+    assert profile.list().memories[0].content == "The spare key is under the blue pot."
+    with pytest.raises(AppNotRunning, match="no-such-namespace"):
+        raymem.get_profile(name, namespace="no-such-namespace")
+
+
 def test_live_profiles_per_node_are_bounded_least_recently_used_first(
     serve_app, server_settings, tmp_path
 ):
@@ -112,7 +132,7 @@ def test_live_profiles_per_node_are_bounded_least_recently_used_first(
         request = IngestRequest(
             session_id="s1", messages=[MessageIn(role="user", content=f"{name} holds a fact.")]
         )
-        router.call_sync("default", name, "ingest", request, create=True)
+        run_blocking(ProfileCalls(router, "default", name).ingest(request))
     # the least recently used (the first) makes room for the third
     wait_until(lambda: live_actor_id(settings, names[0]) is None, timeout=30)
     assert (
@@ -120,5 +140,7 @@ def test_live_profiles_per_node_are_bounded_least_recently_used_first(
         and live_actor_id(settings, names[2]) is not None
     )
     # and comes back with its data when used again
-    result = router.call_sync("default", names[0], "recall", RecallRequest(query="fact"))
+    result = run_blocking(
+        ProfileCalls(router, "default", names[0]).recall(RecallRequest(query="fact"))
+    )
     assert any("lru-0" in hit.content for hit in result.memories)

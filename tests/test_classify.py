@@ -5,8 +5,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from raymem.models import rules
-from raymem.pipelines import ingest
+from raymem.pipelines import ingest, rules
 from raymem.pipelines.classify import TYPE_EXAMPLES, TypePrototypes
 from raymem.store import ProfileStore
 from raymem.types import MessageIn

@@ -25,11 +25,11 @@ def filled(serve_app, profile_name):
         {"role": "user", "content": "My cat is named Tofu."},
     ]
     httpx.post(
-        f"{base}/ingest", json={"session_id": "chat-1", "messages": turns}
+        f"{base}/ingest", json={"session_id": "chat-1", "messages": turns}, timeout=60
     ).raise_for_status()
     other = [{"role": "user", "content": "Use pnpm, not npm."}]
     httpx.post(
-        f"{base}/ingest", json={"session_id": "chat-2", "messages": other}
+        f"{base}/ingest", json={"session_id": "chat-2", "messages": other}, timeout=60
     ).raise_for_status()
     return profile_name
 
@@ -68,7 +68,9 @@ def test_search_ranks_with_score_method_and_latency(serve_app, filled):
 def test_end_asks_unless_yes(serve_app, filled):
     declined = memory_cli("end", "chat-2", "-p", filled, "--url", serve_app, stdin="n\n")
     assert declined.returncode == 1 and "Aborted" in declined.stderr
-    sessions = httpx.get(f"{serve_app}/v1/profiles/{filled}/sessions").json()["sessions"]
+    sessions = httpx.get(f"{serve_app}/v1/profiles/{filled}/sessions", timeout=60).json()[
+        "sessions"
+    ]
     assert all(s["ended_at"] is None for s in sessions)
     ended = memory_cli("end", "chat-2", "-p", filled, "--url", serve_app, "--yes")
     assert ended.returncode == 0 and "ended chat-2" in ended.stdout
@@ -78,7 +80,7 @@ def test_end_asks_unless_yes(serve_app, filled):
 
 def test_rm_deletes_a_session_then_the_profile(serve_app, filled):
     base = f"{serve_app}/v1/profiles/{filled}/memories"
-    derived = httpx.get(base, params={"session_id": "chat-1"}).json()["memories"]
+    derived = httpx.get(base, params={"session_id": "chat-1"}, timeout=60).json()["memories"]
     assert derived
     out = memory_cli("rm", "chat-1", "-p", filled, "--url", serve_app, "--yes", "--json")
     assert out.returncode == 0, out.stderr
@@ -88,7 +90,7 @@ def test_rm_deletes_a_session_then_the_profile(serve_app, filled):
         "memories_forgotten": len(derived),
         "memories_erased": len(derived),
     }
-    left = httpx.get(f"{serve_app}/v1/profiles/{filled}/memories").json()["memories"]
+    left = httpx.get(f"{serve_app}/v1/profiles/{filled}/memories", timeout=60).json()["memories"]
     assert [m["content"] for m in left] == ["Use pnpm, not npm."]
     missing = memory_cli("rm", "chat-1", "-p", filled, "--url", serve_app, "--yes")
     assert missing.returncode == 1 and "does not exist" in missing.stderr
@@ -96,10 +98,10 @@ def test_rm_deletes_a_session_then_the_profile(serve_app, filled):
     assert usage.returncode == 2 and "--all" in usage.stderr
     declined = memory_cli("rm", "-p", filled, "--all", "--url", serve_app, stdin="n\n")
     assert declined.returncode == 1
-    assert httpx.get(f"{serve_app}/v1/profiles/{filled}/sessions").status_code == 200
+    assert httpx.get(f"{serve_app}/v1/profiles/{filled}/sessions", timeout=60).status_code == 200
     gone = memory_cli("rm", "-p", filled, "--all", "--url", serve_app, "--yes")
     assert gone.returncode == 0 and f"deleted profile {filled}" in gone.stdout
-    assert httpx.get(f"{serve_app}/v1/profiles/{filled}/sessions").status_code == 404
+    assert httpx.get(f"{serve_app}/v1/profiles/{filled}/sessions", timeout=60).status_code == 404
 
 
 def test_every_memory_command_has_help():

@@ -15,6 +15,7 @@ import ray
 from conftest import wait_until
 from s3_fixtures import REGION, make_bucket
 
+from raymem.actors.calls import ProfileCalls, run_blocking
 from raymem.actors.registry import ProfileRouter, actor_name
 from raymem.config import Settings
 from raymem.types import IngestRequest, MessageIn, RecallRequest, RememberRequest
@@ -40,11 +41,15 @@ def turn(text: str, session: str = "s1") -> IngestRequest:
     return IngestRequest(session_id=session, messages=[MessageIn(role="user", content=text)])
 
 
+def on(router: ProfileRouter, profile: str) -> ProfileCalls:
+    return ProfileCalls(router, "default", profile)
+
+
 def kill_actor(settings: Settings, profile: str) -> None:
     """Kill the profile's actor process at once (SIGKILL), as a crash would."""
-    handle = ray.get_actor(actor_name("default", profile), namespace=settings.namespace)
-    pid = ray.get(handle.process_stats.remote())["pid"]
-    os.kill(pid, signal.SIGKILL)
+    stats = run_blocking(on(ProfileRouter(settings), profile).process_stats())
+    assert stats is not None
+    os.kill(stats.pid, signal.SIGKILL)
     wait_until(lambda: not _live(settings, profile), timeout=30)
 
 
@@ -57,16 +62,7 @@ def _live(settings: Settings, profile: str) -> bool:
 
 
 def contents(router: ProfileRouter, profile: str) -> set[str]:
-    page = router.call_sync(
-        "default",
-        profile,
-        "list_memories",
-        types=None,
-        session_id=None,
-        include_superseded=True,
-        limit=100,
-        before_seq=None,
-    )
+    page = run_blocking(on(router, profile).list_memories(include_superseded=True, limit=100))
     return {m.content for m in page.memories}
 
 
@@ -76,12 +72,10 @@ def test_losing_the_local_disk_restores_from_snapshot_and_ledger(
     settings = s3_settings(server_settings, tmp_path, s3_endpoint)
     router = ProfileRouter(settings)
     name = f"disk-{uuid.uuid4().hex[:6]}"
-    router.call_sync(
-        "default", name, "ingest", turn("I live in Budapest and I love paprika."), create=True
-    )
-    snapshot = router.call_sync("default", name, "snapshot")
+    run_blocking(on(router, name).ingest(turn("I live in Budapest and I love paprika.")))
+    snapshot = run_blocking(on(router, name).snapshot())
     assert snapshot.key.endswith(f"{snapshot.ledger_seq:020d}") and snapshot.ledger_seq > 0
-    router.call_sync("default", name, "ingest", turn("My sister Anna is a cellist in Graz.", "s2"))
+    run_blocking(on(router, name).ingest(turn("My sister Anna is a cellist in Graz.", "s2")))
     wait_until(lambda: _shipped_past(settings, name, snapshot.ledger_seq), timeout=30)
 
     kill_actor(settings, name)
@@ -89,16 +83,16 @@ def test_losing_the_local_disk_restores_from_snapshot_and_ledger(
 
     fresh = ProfileRouter(settings)
     # full-text search answers at once; replayed rows get their vectors in the background
-    words = fresh.call_sync("default", name, "recall", RecallRequest(query="Anna cellist"))
+    words = run_blocking(on(fresh, name).recall(RecallRequest(query="Anna cellist")))
     assert "cellist" in words.memories[0].content
-    fresh.call_sync("default", name, "wait_vectorised")
-    result = fresh.call_sync("default", name, "recall", RecallRequest(query="Who plays the cello?"))
+    run_blocking(on(fresh, name).wait_vectorised())
+    result = run_blocking(on(fresh, name).recall(RecallRequest(query="Who plays the cello?")))
     assert any("cellist" in hit.content for hit in result.memories)
     assert contents(fresh, name) == {
         "I live in Budapest and I love paprika.",
         "My sister Anna is a cellist in Graz.",
     }
-    info = fresh.call_sync("default", name, "info")
+    info = run_blocking(on(fresh, name).info())
     assert (info.messages, info.sessions) == (2, 2)
 
 
@@ -119,33 +113,26 @@ def test_replicated_mode_survives_losing_the_file_right_after_the_ack(
     router = ProfileRouter(settings)
     name = f"repl-{uuid.uuid4().hex[:6]}"
     for index in range(3):
-        router.call_sync(
-            "default",
-            name,
-            "ingest",
-            turn(f"Deployment note number {index} was filed."),
-            create=True,
-        )
-    remembered = router.call_sync(
-        "default", name, "remember", RememberRequest(content="My locker code is 4711."), "m-locker"
+        run_blocking(on(router, name).ingest(turn(f"Deployment note number {index} was filed.")))
+    remembered = run_blocking(
+        on(router, name).remember(RememberRequest(content="My locker code is 4711."), "m-locker")
     )
     kill_actor(settings, name)
     shutil.rmtree(tmp_path / "data")  # no snapshot was ever taken: the ledger alone must do
 
     fresh = ProfileRouter(settings)
     assert (
-        fresh.call_sync("default", name, "get_memory", remembered.id).content
-        == "My locker code is 4711."
+        run_blocking(on(fresh, name).get_memory(remembered.id)).content == "My locker code is 4711."
     )
     assert len(contents(fresh, name)) == 4
-    assert fresh.call_sync("default", name, "info").messages == 3
+    assert run_blocking(on(fresh, name).info()).messages == 3
 
 
 def test_kill_9_during_ingests_loses_no_acknowledged_write(serve_app, server_settings, tmp_path):
     settings = msgspec.structs.replace(server_settings, data_dir=str(tmp_path / "data"))
     router = ProfileRouter(settings)
     name = f"crash-{uuid.uuid4().hex[:6]}"
-    router.call_sync("default", name, "ping", create=True)
+    run_blocking(on(router, name).activate())
     acknowledged: list[str] = []
     stop = threading.Event()
 
@@ -154,7 +141,7 @@ def test_kill_9_during_ingests_loses_no_acknowledged_write(serve_app, server_set
         while not stop.is_set() and index < 400:
             text = f"Acknowledged fact number {index} about the orchard."
             try:
-                router.call_sync("default", name, "ingest", turn(text), create=True)
+                run_blocking(on(router, name).ingest(turn(text)))
                 acknowledged.append(text)
             except Exception:  # the call in flight at the crash may fail; it was not acknowledged
                 pass
@@ -170,7 +157,7 @@ def test_kill_9_during_ingests_loses_no_acknowledged_write(serve_app, server_set
     stop.set()
     thread.join(timeout=120)
 
-    info = router.call_sync("default", name, "info")
+    info = run_blocking(on(router, name).info())
     stored = contents(router, name)
     assert set(acknowledged) <= stored  # nothing acknowledged is lost
     assert info.messages == len(stored)  # and nothing is duplicated (one memory per turn)
@@ -234,6 +221,7 @@ def test_cli_export_and_import(serve_app, profile_name, tmp_path):
     httpx.post(
         f"{serve_app}/v1/profiles/{profile_name}/memories",
         json={"content": "My dog is called Pixel."},
+        timeout=60,
     )
     archive = tmp_path / "backup.jsonl.gz"
     out = subprocess.run(
@@ -250,5 +238,7 @@ def test_cli_export_and_import(serve_app, profile_name, tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "1 memories" in out.stdout
-    memories = httpx.get(f"{serve_app}/v1/profiles/{restored}/memories").json()["memories"]
+    memories = httpx.get(f"{serve_app}/v1/profiles/{restored}/memories", timeout=60).json()[
+        "memories"
+    ]
     assert [m["content"] for m in memories] == ["My dog is called Pixel."]

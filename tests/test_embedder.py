@@ -7,13 +7,12 @@ import numpy as np
 import pytest
 
 from raymem.models.embedder import (
-    DEFAULT_EMBEDDER,
     SentenceTransformerEmbedder,
     embedder_name,
-    locate_model,
     native_bf16_cpu,
     resolve_precision,
 )
+from raymem.models.locate import DEFAULT_EMBEDDER, locate_model
 from raymem.store import ProfileStore
 from raymem.store.connection import open_sync
 

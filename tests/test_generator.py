@@ -10,20 +10,16 @@ from openai_server import ChatServer
 
 from raymem.actors.pools import GeneratorPool, generator_options, pool_generator
 from raymem.config import ModelSettings
-from raymem.models.generator import (
-    Chunk,
-    Line,
+from raymem.models.chat import MalformedAnswer, OpenAIChat, TransformersChat
+from raymem.models.prompt_cache import PromptCache, shared_prefix_length
+from raymem.pipelines.generators import (
     LLMGenerator,
-    MalformedAnswer,
-    Neighbour,
-    OpenAIChat,
     RulesGenerator,
-    TransformersChat,
     extract_prompt,
     make_generator,
     parse_extract_answer,
 )
-from raymem.models.prompt_cache import PromptCache, shared_prefix_length
+from raymem.pipelines.types import Chunk, Line, Neighbour
 
 
 def chunk_of(*texts: str, role: str = "user") -> Chunk:
@@ -321,7 +317,7 @@ def test_generator_pool_serves_batched_completions(tiny_lm, private_ray):
 
 
 def test_rules_never_call_texts_with_different_values_duplicates():
-    from raymem.models.generator import Neighbour, decide_by_rules
+    from raymem.pipelines.generators import decide_by_rules
 
     near = [
         Neighbour(id="m1", content="Locker number 14 is mine.", similarity=0.97, topic_key=None)

@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from openai_server import ChatServer, transcript_of
 
-from raymem.models.generator import LLMGenerator, OpenAIChat
+from raymem.models.chat import OpenAIChat
 from raymem.pipelines import extract, ingest
+from raymem.pipelines.generators import LLMGenerator
 from raymem.store import ProfileStore
 from raymem.store.connection import open_sync
 from raymem.types import MessageIn

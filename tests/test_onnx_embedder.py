@@ -7,12 +7,11 @@ import numpy as np
 import pytest
 
 from raymem.models.embedder import (
-    DEFAULT_EMBEDDER,
     SentenceTransformerEmbedder,
-    locate_model,
     make_embedder,
     native_bf16_cpu,
 )
+from raymem.models.locate import DEFAULT_EMBEDDER, locate_model
 from raymem.models.onnx_embedder import OnnxEmbedder, export_key, supports
 
 TEXTS = [

@@ -1,14 +1,16 @@
 """Recall against real components: SQLite files with FTS5 and vec0, and the real embedding model."""
 
 import os
+import re
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
 
 from raymem.config import RecallSettings
+from raymem.pipelines import fusion, language, recall, temporal
 from raymem.pipelines import ingest as ingest_pipeline
-from raymem.pipelines import recall
+from raymem.pipelines import query as query_analysis
 from raymem.store import ProfileStore
 from raymem.types import MessageIn, RecallRequest, StoredMessage
 
@@ -168,7 +170,7 @@ async def test_turn_among_other_found_turns_outranks_a_stray_match(store, embed)
 
 
 def test_context_lift_comes_from_nearby_found_turns_of_the_same_session():
-    def turn(session: str, seq: int, score: float) -> recall.Scored:
+    def turn(session: str, seq: int, score: float) -> fusion.Scored:
         message = StoredMessage(
             id=f"{session}-{seq}",
             session_id=session,
@@ -176,22 +178,25 @@ def test_context_lift_comes_from_nearby_found_turns_of_the_same_session():
             content="x",
             created_at=datetime(2024, 1, 1, tzinfo=UTC),
         )
-        return recall.Scored({"message_fts": score}, message=message, message_seq=seq)
+        return fusion.Scored({"message_fts": score}, message=message, message_seq=seq)
 
     items = [turn("a", 10, 1.0), turn("a", 11, 0.5), turn("a", 13, 0.5), turn("b", 12, 1.0)]
 
-    lifts = recall.context_lifts(items, window=3, share=0.4)
+    lifts = fusion.context_lifts(items, window=3, share=0.4)
 
     assert lifts[0] == pytest.approx(0.4 * (0.5 / 1 + 0.5 / 3))
     assert lifts[1] == pytest.approx(0.4 * (1.0 / 1 + 0.5 / 2))
     assert lifts[3] == 0.0  # alone in its session, however close its seq
-    assert recall.context_lifts(items, window=0, share=0.4) == [0.0] * 4
+    assert fusion.context_lifts(items, window=0, share=0.4) == [0.0] * 4
 
 
 def test_query_names_skip_the_first_word_and_possessives():
-    assert recall.query_names("What is Dave's main passion?") == ["dave"]
-    assert recall.query_names("Did Audrey and Andrew grow up with a dog?") == ["audrey", "andrew"]
-    assert recall.query_names("what did I buy last week?") == []
+    assert query_analysis.query_names("What is Dave's main passion?") == ["dave"]
+    assert query_analysis.query_names("Did Audrey and Andrew grow up with a dog?") == [
+        "audrey",
+        "andrew",
+    ]
+    assert query_analysis.query_names("what did I buy last week?") == []
 
 
 async def test_turns_said_by_the_person_asked_about_are_favoured(store, embed):
@@ -273,7 +278,7 @@ async def test_fts_syntax_in_a_query_is_harmless(store, embed, query):
     result = await ask(store, embed, query)
 
     assert isinstance(result.memories, list)
-    if recall.content_words(query):  # a query with words still finds the memory by them
+    if language.query_words(query):  # a query with words still finds the memory by them
         assert any("ZX4471QP" in hit.content for hit in result.memories[:3])
 
 
@@ -288,7 +293,7 @@ def test_fusion_weights_and_agreement():
     }
     weights = {"memory_fts": 1.0, "memory_vector": 1.0, "topic_key": 2.0}
 
-    fused = {c.seq: c for c in recall.fuse(rankings, weights, k=60)}
+    fused = {c.seq: c for c in fusion.fuse(rankings, weights, k=60)}
 
     assert fused[4].score > fused[2].score  # topic key at rank 1 weighs double
     assert fused[2].score > fused[1].score  # found by two channels beats one
@@ -304,11 +309,11 @@ async def test_ties_are_broken_by_recency(store, embed):
         await ingest_pipeline.ingest(store, session, [turn])
     rows = store.search.messages_by_seq([1, 2])
     items = [
-        recall.Scored({"message_fts": 1.0}, message=row, message_seq=seq)
+        fusion.Scored({"message_fts": 1.0}, message=row, message_seq=seq)
         for seq, row in rows.items()
     ]
 
-    ordered = recall.order(items)
+    ordered = fusion.order(items)
 
     assert [item.when for item in ordered] == [newer, older]
 
@@ -317,30 +322,31 @@ async def test_ties_are_broken_by_recency(store, embed):
 
 
 def test_fts_query_quotes_words_and_adds_verb_forms():
-    query = recall.fts_query('When did Caroline go to the "support" group*?')
+    query = query_analysis.fts_query('When did Caroline go to the "support" group*?')
 
     assert query is not None
     assert '"caroline"' in query and '"went"' in query and '"support"' in query
     assert '"the"' not in query  # stop words carry no topic
-    assert recall.fts_query("what is it?") is None
+    assert query_analysis.fts_query("what is it?") is None
 
 
 def test_hyde_statement_phrases_the_answer():
-    assert recall.hyde_statement("When did Caroline go to the support group?") == (
+    assert query_analysis.hyde_statement("When did Caroline go to the support group?") == (
         "Caroline went to the support group"
     )
     assert (
-        recall.hyde_statement("What is Melanie's favourite book?") == "Melanie's favourite book is"
+        query_analysis.hyde_statement("What is Melanie's favourite book?")
+        == "Melanie's favourite book is"
     )
-    assert recall.hyde_statement("pottery class") is None
+    assert query_analysis.hyde_statement("pottery class") is None
 
 
 def test_time_ranges_resolve_absolute_and_relative_dates():
     anchor = datetime(2023, 7, 15, 12, tzinfo=UTC)
 
-    (day,) = recall.time_ranges("What did I do on 8 May, 2023?", anchor)
-    (month,) = recall.time_ranges("Which concerts did I see in March?", anchor)
-    (yesterday,) = recall.time_ranges("What did I cook yesterday?", anchor)
+    (day,) = temporal.time_ranges("What did I do on 8 May, 2023?", anchor)
+    (month,) = temporal.time_ranges("Which concerts did I see in March?", anchor)
+    (yesterday,) = temporal.time_ranges("What did I cook yesterday?", anchor)
 
     assert (day.start, day.end) == (
         datetime(2023, 5, 8, tzinfo=UTC),
@@ -409,12 +415,19 @@ async def test_which_came_first(store, embed):
     )
 
 
-async def test_how_long_ago_counts_from_the_latest_conversation(store, embed):
+async def test_how_long_ago_counts_from_as_of_or_the_clock(store, embed):
     await dated_history(store)
+    question = "How many weeks ago did I run the Lisbon marathon?"
+    asked = datetime(2023, 6, 30, 9, tzinfo=UTC)  # 20 days after the marathon
 
-    result = await ask(store, embed, "How many weeks ago did I run the Lisbon marathon?")
+    dated = await ask(store, embed, question, as_of=asked)
+    undated = await ask(store, embed, question)
 
-    assert "2.9 weeks apart" in result.answer  # 20 days before the latest session
+    assert "2.9 weeks apart" in dated.answer
+    # "Now" is the clock, not the newest conversation: years after 2023 by now.
+    weeks = (datetime.now(UTC) - datetime(2023, 6, 10, tzinfo=UTC)).days / 7
+    found = re.search(r"([\d.]+) weeks apart", undated.answer)
+    assert found and abs(float(found.group(1)) - weeks) < 0.5, undated.answer
 
 
 async def test_result_shape_and_latency(store, embed):
@@ -437,11 +450,14 @@ async def test_result_shape_and_latency(store, embed):
 
 def test_within_budget_keeps_the_rarest_terms_in_query_order():
     phrases = ['"member"', '"guitar"', '"3806"', '"kept"']
-    assert recall.within_budget(phrases, [9000, 900, 1, 0], budget=1000) == ['"guitar"', '"3806"']
-    assert recall.within_budget(phrases, [9000, 900, 1, 0], budget=10_000) == phrases[:3]
+    assert query_analysis.within_budget(phrases, [9000, 900, 1, 0], budget=1000) == [
+        '"guitar"',
+        '"3806"',
+    ]
+    assert query_analysis.within_budget(phrases, [9000, 900, 1, 0], budget=10_000) == phrases[:3]
     # only common terms: the rarest one still searches
-    assert recall.within_budget(phrases[:2], [9000, 5001], budget=100) == ['"guitar"']
-    assert recall.within_budget(phrases, [0, 0, 0, 0], budget=100) == []
+    assert query_analysis.within_budget(phrases[:2], [9000, 5001], budget=100) == ['"guitar"']
+    assert query_analysis.within_budget(phrases, [0, 0, 0, 0], budget=100) == []
 
 
 async def test_term_counts_stop_at_the_cap(store):
@@ -461,7 +477,7 @@ async def test_a_word_in_every_row_is_left_out_but_the_rare_one_finds_its_turn(s
     await ingest_pipeline.ingest(store, "s1", [MessageIn(role="user", content=c) for c in contents])
     settings = RecallSettings(fts_postings_budget=20)
     recaller = recall.Recaller(store, settings, None)
-    analysis = recall.analyse("Where does member 17 keep the lamp?")
+    analysis = query_analysis.analyse("Where does member 17 keep the lamp?")
     query = await recaller._budgeted_query("messages", analysis.fts_terms)
     assert query is not None and '"17"' in query
     assert '"member"' not in query and '"lamp"' not in query

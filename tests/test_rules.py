@@ -4,8 +4,8 @@ from datetime import date
 
 import pytest
 
-from raymem.models import rules
-from raymem.pipelines import temporal
+from raymem.pipelines import rules, temporal
+from raymem.pipelines.language import split_speaker
 
 WEDNESDAY = date(2026, 4, 15)
 
@@ -54,12 +54,12 @@ def test_types_and_topic_keys(text, memory_type, key):
 
 
 def test_a_named_speaker_owns_the_key_and_the_questions():
-    speaker, text = rules.split_speaker("Caroline: I moved to Denver last year.")
+    speaker, text = split_speaker("Caroline: I moved to Denver last year.")
     assert (speaker, text) == ("Caroline", "I moved to Denver last year.")
     assert rules.topic_key_for(text, "fact", subject=rules.subject_key(speaker)) == (
         "caroline.location"
     )
-    assert rules.split_speaker("Note: the wiki moved.") == (None, "Note: the wiki moved.")
+    assert split_speaker("Note: the wiki moved.") == (None, "Note: the wiki moved.")
     questions = rules.search_questions(text, "fact", "caroline.location", subject="Caroline")
     assert 3 <= len(questions) <= 5 and questions[0] == "What is Caroline's location?"
     assert any("Denver" in q for q in questions)

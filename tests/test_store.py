@@ -10,6 +10,7 @@ from raymem.pipelines import ingest
 from raymem.store import ProfileStore, erase, message_id, to_db_time, utc_now
 from raymem.store.connection import open_sync
 from raymem.store.reads import CONTEXT_CHARS
+from raymem.store.schema import SCHEMA_VERSION
 from raymem.types import MessageIn
 
 DIM = 8
@@ -29,7 +30,7 @@ def turns(*contents: str, role: str = "user") -> list[MessageIn]:
 async def test_new_file_has_schema_wal_and_version(store, tmp_path):
     conn = open_sync(store.path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
     finally:
@@ -43,8 +44,31 @@ async def test_new_file_has_schema_wal_and_version(store, tmp_path):
         "message_vectors",
         "ledger",
         "sessions",
+        "memory_sources",
     ):
         assert table in tables
+
+
+async def test_a_version_1_file_gains_the_sources_of_its_memories(tmp_path):
+    store = await ProfileStore.open(tmp_path / "old.db", dim=DIM)
+    await ingest.ingest(store, "s1", [MessageIn(role="user", content="I live in Lyon.")])
+    [memory] = (await store.reads.list_memories())[0]
+    await store.close()
+    conn = open_sync(tmp_path / "old.db", read_only=False)  # back to the version 1 layout
+    conn.executescript(
+        "DROP TRIGGER memory_sources_insert; DROP TRIGGER memory_sources_update;"
+        " DROP TRIGGER memory_sources_delete; DROP TABLE memory_sources;"
+        " DROP INDEX memories_by_event_time; PRAGMA user_version = 1;"
+    )
+    conn.close()
+
+    reopened = await ProfileStore.open(tmp_path / "old.db", dim=DIM)
+    try:
+        states = reopened.search.turn_memories(memory.source_message_ids)
+    finally:
+        await reopened.close()
+
+    assert [state.id for state in states[memory.source_message_ids[0]]] == [memory.id]
 
 
 async def test_reopening_with_another_dimension_is_refused(store, tmp_path):
@@ -266,13 +290,3 @@ async def test_storing_a_vector_twice_replaces_it(store):
         assert conn.execute("SELECT count(*) FROM message_vectors").fetchone()[0] == 1
     finally:
         conn.close()
-
-
-async def test_latest_activity_follows_each_new_session(store):
-    assert store.search.latest_activity() is None
-    april, may = datetime(2026, 4, 1, tzinfo=UTC), datetime(2026, 5, 1, tzinfo=UTC)
-    await ingest.ingest(store, "a", [MessageIn(role="user", content="Hi.", created_at=april)])
-    assert store.search.latest_activity() == april
-    assert store.search.latest_activity() == april  # kept, not read again
-    await ingest.ingest(store, "b", [MessageIn(role="user", content="Back.", created_at=may)])
-    assert store.search.latest_activity() == may  # the commit made the kept answer stale

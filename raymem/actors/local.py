@@ -1,15 +1,22 @@
 """In-cluster access to a profile: call its actor directly, without HTTP."""
 
 import uuid
+from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
+import msgspec
+
+from raymem.actors.calls import ProfileCalls, run_blocking
+from raymem.actors.catalog import published_settings
 from raymem.actors.registry import ProfileRouter
-from raymem.config import Settings, load_settings
-from raymem.serve.auth import DEFAULT_TENANT
+from raymem.config import Settings
+from raymem.names import DEFAULT_TENANT, validate_name
 from raymem.types import (
     IngestRequest,
     IngestResult,
     MemoryPage,
+    MemoryType,
     MemoryWithHistory,
     MessageIn,
     RecallRequest,
@@ -17,59 +24,128 @@ from raymem.types import (
     RememberRequest,
 )
 
+DEFAULT_NAMESPACE = Settings().namespace
+
 
 class LocalProfile:
-    """A profile reached through its Ray actor from code running inside the cluster."""
+    """A profile reached through its Ray actor from code running inside the cluster.
 
-    def __init__(self, name: str, *, tenant: str, router: ProfileRouter) -> None:
-        self.name, self.tenant, self._router = name, tenant, router
+    The blocking counterpart of ``raymem.Profile``, with the same parameters.
+    """
 
-    def _call(self, method: str, *args: Any, create: bool = False, **kwargs: Any) -> Any:
-        return self._router.call_sync(
-            self.tenant, self.name, method, *args, create=create, **kwargs
+    def __init__(self, calls: ProfileCalls) -> None:
+        self._calls = calls
+
+    @property
+    def name(self) -> str:
+        return self._calls.profile
+
+    def ingest(
+        self, messages: Iterable[Mapping[str, Any] | MessageIn], *, session_id: str
+    ) -> IngestResult:
+        turns = [m if isinstance(m, MessageIn) else msgspec.convert(m, MessageIn) for m in messages]
+        request = IngestRequest(session_id=session_id, messages=turns)
+        return run_blocking(self._calls.ingest(request))
+
+    def remember(
+        self,
+        content: str,
+        *,
+        session_id: str | None = None,
+        type: MemoryType | None = None,
+        importance: float | None = None,
+    ) -> MemoryWithHistory:
+        request = RememberRequest(
+            content=content, session_id=session_id, type=type, importance=importance
         )
+        return run_blocking(self._calls.remember(request, uuid.uuid4().hex))
 
-    def ingest(self, messages: list[dict[str, Any]], *, session_id: str) -> IngestResult:
-        turns = [MessageIn(**message) for message in messages]
-        return self._call(
-            "ingest", IngestRequest(session_id=session_id, messages=turns), create=True
-        )
-
-    def remember(self, content: str, **options: Any) -> MemoryWithHistory:
-        request = RememberRequest(content=content, **options)
-        return self._call("remember", request, uuid.uuid4().hex, create=True)
-
-    def recall(self, query: str, **options: Any) -> RecallResult:
-        return self._call("recall", RecallRequest(query=query, **options))
-
-    def list(self, *, limit: int = 50, include_superseded: bool = False) -> MemoryPage:
-        return self._call(
-            "list_memories",
-            types=None,
-            session_id=None,
-            include_superseded=include_superseded,
+    def recall(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        types: list[MemoryType] | None = None,
+        session_id: str | None = None,
+        synthesize: bool = True,
+        include_messages: bool = True,
+        as_of: datetime | None = None,
+    ) -> RecallResult:
+        request = RecallRequest(
+            query=query,
             limit=limit,
-            before_seq=None,
+            types=types,
+            session_id=session_id,
+            as_of=as_of,
+            synthesize=synthesize,
+            include_messages=include_messages,
+        )
+        return run_blocking(self._calls.recall(request))
+
+    def list(
+        self,
+        *,
+        type: MemoryType | list[MemoryType] | None = None,
+        session_id: str | None = None,
+        include_superseded: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> MemoryPage:
+        types = [type] if isinstance(type, str) else type
+        return run_blocking(
+            self._calls.list_memories(
+                types=types,
+                session_id=session_id,
+                include_superseded=include_superseded,
+                limit=limit,
+                before_seq=None if cursor is None else int(cursor),
+            )
         )
 
     def get(self, memory_id: str) -> MemoryWithHistory:
-        return self._call("get_memory", memory_id)
+        return run_blocking(self._calls.get_memory(memory_id))
 
     def forget(self, memory_id: str) -> None:
-        self._call("forget", memory_id)
+        run_blocking(self._calls.forget(memory_id))
+
+
+class AppNotRunning(RuntimeError):
+    """No raymem app has published its settings in the Ray namespace asked for."""
+
+    def __init__(self, namespace: str) -> None:
+        super().__init__(namespace)
+        self.namespace = namespace
+
+    def __str__(self) -> str:
+        return (
+            f"No raymem app runs in Ray namespace {self.namespace!r} of this cluster: start one"
+            " (raymem serve), name its namespace, or pass settings="
+        )
 
 
 def get_profile(
-    name: str, *, tenant: str = DEFAULT_TENANT, settings: Settings | None = None
+    name: str,
+    *,
+    tenant: str = DEFAULT_TENANT,
+    namespace: str = DEFAULT_NAMESPACE,
+    settings: Settings | None = None,
 ) -> LocalProfile:
     """A profile of the raymem app running on the current Ray cluster (``ray.init`` first).
 
     Args:
         name: the profile name.
         tenant: whose profile; in-cluster code is trusted to name it.
-        settings: the service's settings (read from ``RAYMEM_*`` and the config file if None).
-    """
-    from raymem.serve.http import validate_name
+        namespace: the Ray namespace the app runs in (its ``namespace`` setting).
+        settings: the service's settings; by default those the app published, so that
+            profiles open as the server opens them, whatever this process's directory.
 
+    Raises:
+        InvalidRequest: ``name`` is not a valid profile name.
+        AppNotRunning: no settings given, and no app published any in ``namespace``.
+    """
     validate_name(name)
-    return LocalProfile(name, tenant=tenant, router=ProfileRouter(settings or load_settings()))
+    if settings is None:
+        settings = published_settings(namespace)
+        if settings is None:
+            raise AppNotRunning(namespace)
+    return LocalProfile(ProfileCalls(ProfileRouter(settings), tenant, name))

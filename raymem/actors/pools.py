@@ -9,8 +9,8 @@ import numpy as np
 from ray import serve
 
 from raymem.config import ModelSettings
-from raymem.models.generator import LLMGenerator
 from raymem.models.priority import PriorityBatcher
+from raymem.pipelines.generators import LLMGenerator
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class GeneratorPool:
     """
 
     def __init__(self, models: ModelSettings) -> None:
-        from raymem.models.generator import make_chat_model
+        from raymem.models.chat import make_chat_model
 
         self._chat = make_chat_model(models)
 
@@ -137,7 +137,7 @@ class GeneratorPool:
             "prefixes_held": len(cache) if cache else 0,
         }
 
-    @serve.multiplexed(max_num_models_per_replica=PROFILES_PER_REPLICA)
+    @serve.multiplexed(max_num_models_per_replica=PROFILES_PER_REPLICA)  # type: ignore[untyped-decorator]
     async def _hold_profile(self, profile: str) -> str:
         """Mark this replica as the one serving ``profile``; nothing is loaded.
 

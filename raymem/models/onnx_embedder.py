@@ -24,11 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from raymem.models.embedder import DEFAULT_EMBEDDER, locate_model
+from raymem.models.locate import DEFAULT_EMBEDDER, locate_model
 
 log = logging.getLogger(__name__)
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+# Tokens per text when the model does not say (sentence-transformers' own default).
+DEFAULT_MAX_SEQ_LENGTH = 256
+# The ONNX operator set the export targets (fixed: the cache key does not include it).
+ONNX_OPSET = 17
 _PLAIN_MODULES = {
     "sentence_transformers.models.Transformer",
     "sentence_transformers.models.Pooling",
@@ -59,9 +63,9 @@ def supports(model_dir: Path) -> bool:
 def _max_seq_length(model_dir: Path) -> int:
     try:
         config = json.loads((model_dir / "sentence_bert_config.json").read_text())
-        return int(config.get("max_seq_length") or 256)
+        return int(config.get("max_seq_length") or DEFAULT_MAX_SEQ_LENGTH)
     except (OSError, ValueError):
-        return 256
+        return DEFAULT_MAX_SEQ_LENGTH
 
 
 def export_key(model_dir: Path) -> str:
@@ -103,7 +107,8 @@ def export_model(model_dir: Path, target: Path, input_names: list[str]) -> None:
 
         def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
             named = dict(zip(input_names, inputs, strict=True))
-            return self.model(**named).last_hidden_state
+            hidden: torch.Tensor = self.model(**named).last_hidden_state
+            return hidden
 
     args = tuple(torch.tensor(sample[name]) for name in input_names)
     axes = {name: {0: "batch", 1: "tokens"} for name in [*input_names, "hidden"]}
@@ -121,7 +126,7 @@ def export_model(model_dir: Path, target: Path, input_names: list[str]) -> None:
                 input_names=input_names,
                 output_names=["hidden"],
                 dynamic_axes=axes,
-                opset_version=17,
+                opset_version=ONNX_OPSET,
                 dynamo=False,  # the TorchScript exporter handles dynamic sequence lengths
             )
         os.chmod(scratch, 0o644)  # mkstemp makes it private; the cache may be shared
@@ -194,10 +199,11 @@ class OnnxEmbedder:
             return_tensors="np",
         )
         feed = {name: encoded[name].astype(np.int64) for name in self._inputs}
-        hidden = self._session.run(None, feed)[0]
-        mask = encoded["attention_mask"][..., None].astype(np.float32)
-        pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
-        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        hidden: np.ndarray = self._session.run(None, feed)[0]
+        mask: np.ndarray = encoded["attention_mask"][..., None].astype(np.float32)
+        pooled: np.ndarray = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+        pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return pooled
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Unit vectors of ``texts``, in order, float32; a text repeated in the list is run once."""

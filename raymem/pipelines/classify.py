@@ -11,11 +11,13 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 
-from raymem.models import rules
-from raymem.models.generator import MEMORY_TYPES, Extracted, MemoryType
-from raymem.models.rules import Candidate
+from raymem.pipelines import rules
+from raymem.pipelines.language import split_speaker
+from raymem.pipelines.types import MEMORY_TYPES, Candidate, Extracted
+from raymem.types import MemoryType
 
-MIN_QUESTIONS, MAX_QUESTIONS = 3, 5
+# An inferred memory whose generator gave no confidence: as sure as the rules are.
+DEFAULT_CONFIDENCE = 0.8
 
 EmbedFn = Callable[[list[str]], Awaitable[np.ndarray]]
 
@@ -133,7 +135,7 @@ def needs_type(item: Extracted) -> bool:
     """Whether neither the generator, a pattern nor a topic key settled the item's type."""
     if item.type in MEMORY_TYPES or item.topic_key:
         return False
-    _, text = rules.split_speaker(item.content)
+    _, text = split_speaker(item.content)
     return rules.classify_by_pattern(text) is None
 
 
@@ -158,7 +160,7 @@ def _clamp(value: float | None, default: float) -> float:
 
 def _subject(content: str) -> tuple[str, str]:
     """Key segment and question wording of whom a memory is about."""
-    speaker, _ = rules.split_speaker(content)
+    speaker, _ = split_speaker(content)
     return rules.subject_key(speaker), speaker or "the user"
 
 
@@ -177,7 +179,7 @@ def classify_item(
         source_spans: (first, last) sentence index within each of those messages.
         message_date: the date of its first source message, for events without a date phrase.
     """
-    _, text = rules.split_speaker(item.content)
+    _, text = split_speaker(item.content)
     ruled_type, ruled_importance = rules.classify(text)
     memory_type = item.type if item.type in MEMORY_TYPES else ruled_type
     key_subject, named = _subject(item.content)
@@ -189,18 +191,21 @@ def classify_item(
     if memory_type == "event":
         # An event with no date phrase is dated by the turn that reports it.
         event_time = (item.event_time or message_date or "")[:10] or None
+    elif memory_type == "task":
+        event_time = (item.event_time or "")[:10] or None  # when it is due, if it says
+
     questions = [q.strip() for q in item.questions if q.strip().endswith("?")]
-    questions = list(dict.fromkeys(questions))[:MAX_QUESTIONS]
-    if len(questions) < MIN_QUESTIONS:
+    questions = list(dict.fromkeys(questions))[: rules.MAX_QUESTIONS]
+    if len(questions) < rules.MIN_QUESTIONS:
         templated = rules.search_questions(text, memory_type, topic_key, subject=named)
-        questions = list(dict.fromkeys([*questions, *templated]))[:MAX_QUESTIONS]
+        questions = list(dict.fromkeys([*questions, *templated]))[: rules.MAX_QUESTIONS]
     return Candidate(
         type=memory_type,
         content=item.content.strip(),
         topic_key=topic_key,
         event_time=event_time,
         importance=_clamp(item.importance, ruled_importance),
-        confidence=_clamp(item.confidence, 0.8),
+        confidence=_clamp(item.confidence, DEFAULT_CONFIDENCE),
         source_message_ids=source_message_ids,
         source_spans=source_spans,
         search_queries=questions,

@@ -12,15 +12,9 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from raymem.models import rules
-from raymem.models.generator import (
-    Chunk,
-    Extracted,
-    Focus,
-    Generator,
-    Line,
-    RulesGenerator,
-)
+from raymem.pipelines.generators import Generator, RulesGenerator
+from raymem.pipelines.language import split_sentences, split_speaker
+from raymem.pipelines.types import Chunk, Extracted, Focus, Line
 from raymem.store import NewMessage
 
 log = logging.getLogger(__name__)
@@ -29,6 +23,7 @@ CHUNK_CHARS = 10_000
 OVERLAP_MESSAGES = 2
 MAX_CONCURRENT_CHUNKS = 4
 DETAIL_MIN_MESSAGES = 9  # shorter conversations get the full pass only
+LINE_LABEL_CHARS = 32  # a transcript line's "[12] 2026-04-15 user (Caroline): "
 
 _RULES = RulesGenerator()
 
@@ -38,8 +33,8 @@ ChunkStage = Callable[[list[Extracted], Chunk], list[Extracted]]
 
 def message_lines(message: NewMessage) -> tuple[str | None, list[str]]:
     """A turn's speaker (when named inside it) and its sentences: the transcript lines."""
-    speaker, text = rules.split_speaker(message.content)
-    sentences = rules.split_sentences(text)
+    speaker, text = split_speaker(message.content)
+    sentences = split_sentences(text)
     return speaker, sentences or [text.strip() or message.content]
 
 
@@ -85,7 +80,7 @@ def build_chunks(
         overlap: messages shared by consecutive chunks.
     """
     split = [message_lines(message) for message in messages]
-    sizes = [sum(len(s) + 32 for s in sentences) for _, sentences in split]  # 32: line label
+    sizes = [sum(len(s) + LINE_LABEL_CHARS for s in sentences) for _, sentences in split]
     chunks = []
     for number, span in enumerate(plan_chunks(sizes, max_chars=max_chars, overlap=overlap)):
         lines: list[Line] = []

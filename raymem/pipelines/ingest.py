@@ -29,11 +29,11 @@ from datetime import timedelta
 
 import numpy as np
 
-from raymem.models.generator import Chunk, Extracted, Generator
-from raymem.models.rules import Candidate
 from raymem.pipelines import classify, extract, reconcile, temporal, verify
 from raymem.pipelines.classify import TypePrototypes
+from raymem.pipelines.generators import Generator
 from raymem.pipelines.reconcile import EmbedFn, Reconciled, new_memory_id
+from raymem.pipelines.types import Candidate, Chunk, Extracted
 from raymem.store import (
     NewMessage,
     ProfileStore,
@@ -42,12 +42,20 @@ from raymem.store import (
     utc_now,
 )
 from raymem.store import message_id as make_message_id
-from raymem.types import IngestResult, MemoryCounts, MessageCounts, MessageIn
+from raymem.types import (
+    IngestResult,
+    MemoryCounts,
+    MemoryType,
+    MessageCounts,
+    MessageIn,
+    StoredMessage,
+)
 
 __all__ = [
     "EmbedFn",
     "Reconciled",
     "TypePrototypes",
+    "append_turn",
     "build_messages",
     "consolidate_session",
     "extract_candidates",
@@ -308,15 +316,46 @@ async def _reconcile_and_write(
             else:
                 decisions = planned.decisions
             reconciled = await reconcile.apply(
-                writer, candidates, session_id=session_id, decisions=decisions
+                writer,
+                candidates,
+                session_id=session_id,
+                decisions=decisions,
+                vectors=planned.vectors,
             )
             extracted = stored if consolidated is None else consolidated
             await writer.mark_extracted([m.id for m in extracted])
             if consolidated is not None:
                 await writer.end_session(session_id)
-    with _timed(timings, "vectors"):
-        await reconcile.store_vectors(store, planned.vectors)
     return reconciled, stored
+
+
+#: Turns embedded with an appended one: it, and whatever else of the newest is still waiting.
+APPEND_VECTORS = 8
+
+
+async def append_turn(
+    store: ProfileStore, session_id: str, turn: MessageIn, *, embed: EmbedFn | None
+) -> StoredMessage:
+    """Append one turn to a session, with its vector before it is acknowledged.
+
+    A turn is content-addressed: appending the same one again changes nothing.
+    It is embedded with the start of the turns before it, as the background
+    vectoriser would, so the next recall finds it through every channel.
+    """
+    rows = build_messages(session_id, [turn])
+    async with store.write() as writer:
+        await writer.insert_messages(rows)
+    if embed is not None:
+        pending = await store.reads.pending_vectors(
+            "message_vectors", limit=APPEND_VECTORS, newest_first=True
+        )
+        if pending:
+            vectors = await embed([text for _, text in pending])
+            async with store.write() as writer:
+                await writer.set_vectors(
+                    "message_vectors", [(seq, vectors[i]) for i, (seq, _) in enumerate(pending)]
+                )
+    return await store.reads.message_by_id(rows[0].id)
 
 
 async def remember(
@@ -325,7 +364,7 @@ async def remember(
     *,
     memory_id: str,
     session_id: str | None = None,
-    memory_type: str | None = None,
+    memory_type: MemoryType | None = None,
     importance: float | None = None,
     generator: Generator | None = None,
     embed: EmbedFn | None = None,
@@ -353,13 +392,14 @@ async def remember(
     embed = _embed_once(embed)
     item = Extracted(
         content=text,
-        type=memory_type,  # type: ignore[arg-type]
+        type=memory_type,
         importance=importance,
         confidence=1.0,  # stated directly, not inferred
     )
     today = utc_now().date()
-    if memory_type in (None, "event"):
-        resolved = temporal.resolve_event_date(text, today)
+    if memory_type in (None, "event", "task"):  # "next Friday": the day it means, from today
+        future = memory_type == "task" or bool(temporal.FUTURE_HINT.search(text))
+        resolved = temporal.resolve_event_date(text, today, future=future)
         item.event_time = resolved.isoformat() if resolved else None
     await classify.settle_types([item], prototypes, embed)
     candidate = classify.classify_item(
@@ -373,8 +413,8 @@ async def remember(
             session_id=session_id,
             decisions=planned.decisions,
             memory_ids=[memory_id],
+            vectors=planned.vectors,
         )
-    await reconcile.store_vectors(store, planned.vectors)
     held_by = reconciled.added[0] if reconciled.added else reconciled.duplicate_of[0]
     return held_by, reconciled
 

@@ -12,13 +12,13 @@ as a current memory is a duplicate, the same topic key supersedes the head
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import msgspec
 import numpy as np
 
-from raymem.models.generator import Decision, Generator, Neighbour, decide_by_rules
-from raymem.models.rules import Candidate
+from raymem.pipelines.generators import Generator, decide_by_rules
+from raymem.pipelines.types import Candidate, Decision, Neighbour
 from raymem.store import NewMemory, ProfileStore, StoreWriter, content_hash, to_db_time, utc_now
 
 log = logging.getLogger(__name__)
@@ -119,10 +119,12 @@ async def plan(
     if keyed:
         heads = store.search.memories_by_seq(store.search.topic_heads(keyed))
         headed = {m.topic_key for m in heads.values()}
-    checked = [
-        i for i, c in enumerate(candidates) if c.type != "task" and c.topic_key not in headed
-    ]
-    texts = list(dict.fromkeys(embedding_text(candidates[i]) for i in checked))
+    # Every memory that gets a vector is embedded now, so it is written with its vector
+    # and recallable through every channel by the very next call (read-your-writes);
+    # those whose topic key already has a head are left to the key.
+    vectorised = [i for i, c in enumerate(candidates) if c.type != "task"]
+    checked = [i for i in vectorised if candidates[i].topic_key not in headed]
+    texts = list(dict.fromkeys(embedding_text(candidates[i]) for i in vectorised))
     if not texts:
         return result
     vectors = await embed(texts)
@@ -146,6 +148,7 @@ async def apply(
     session_id: str | None,
     decisions: Sequence[Decision | None] | None = None,
     memory_ids: Sequence[str] | None = None,
+    vectors: Mapping[str, np.ndarray] | None = None,
 ) -> Reconciled:
     """Add, skip or supersede each candidate inside the caller's transaction.
 
@@ -155,11 +158,14 @@ async def apply(
         session_id: the session they came from.
         decisions: ``plan``'s decisions, aligned with ``candidates``.
         memory_ids: ids to give added memories (``remember`` retries reuse them).
+        vectors: ``plan``'s vectors by embedding text: added memories are written
+            with theirs, in the same transaction.
     """
     by_hash = await writer.current_by_hash(content_hash(c.content) for c in candidates)
     by_topic = await writer.topic_head_ids(c.topic_key for c in candidates if c.topic_key)
     result = Reconciled(added=[], superseded=0, duplicates=0, duplicate_of=[])
     created_at = to_db_time(utc_now())
+    written_vectors: list[tuple[int, np.ndarray]] = []
     for index, candidate in enumerate(candidates):
         digest = content_hash(candidate.content)
         decision = decisions[index] if decisions else None
@@ -189,26 +195,15 @@ async def apply(
             search_queries=candidate.search_queries,
             created_at=created_at,
         )
-        await writer.insert_memory(memory, supersedes=supersedes)
+        seq = await writer.insert_memory(memory, supersedes=supersedes)
+        vector = (vectors or {}).get(embedding_text(candidate))
+        if vector is not None and candidate.type != "task":
+            written_vectors.append((seq, vector))
         result.superseded += supersedes is not None
         result.added.append(memory.id)
         by_hash[digest] = memory.id
         if candidate.topic_key:
             by_topic[candidate.topic_key] = memory.id
+    if written_vectors:
+        await writer.set_vectors("memory_vectors", written_vectors)
     return result
-
-
-async def store_vectors(store: ProfileStore, vectors: dict[str, np.ndarray]) -> int:
-    """Store the vectors ``plan`` computed for memories now waiting to be vectorised.
-
-    Pending rows are matched by their embedding text; rows with no vector here
-    stay pending for the background vectoriser. Returns how many were stored.
-    """
-    if not vectors:
-        return 0
-    pending = await store.reads.pending_vectors("memory_vectors", limit=len(vectors) + 256)
-    rows = [(seq, vectors[text]) for seq, text in pending if text in vectors]
-    if rows:
-        async with store.write() as writer:
-            await writer.set_vectors("memory_vectors", rows)
-    return len(rows)

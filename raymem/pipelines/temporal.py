@@ -1,21 +1,34 @@
-"""Relative and absolute date expressions resolved against the time a message was written.
+"""Dates in text: one grammar of date expressions, read two ways. Pure functions, no I/O.
 
-"We deployed v2.3 yesterday" written on 2026-04-15 happened on 2026-04-14. The
-resolver is deterministic and needs no model: each expression is a regular
-expression plus a rule that moves the message's date. Pure functions, no I/O.
+Each expression of the grammar is a regular expression with up to two readings:
+
+- the day it names, counted from the day it was written (ingest): "We deployed
+  v2.3 yesterday", written on 2026-04-15, happened on 2026-04-14;
+- the stretch of time it names, counted back from now (recall): "what did I cook
+  yesterday?" asks about that day's turns, "in March" about the latest March, and
+  "last month" about a generous window, since speech is loose about such spans.
+
+An expression with one reading is passed over by the other: a question looks
+back, so "tomorrow" names no time to search, and a month alone ("in May") names
+a time to search but no day. Where two expressions overlap, the longer, more
+specific one wins ("last Friday" over "Friday", "8 May 2023" over "May 2023");
+the order of ``EXPRESSIONS`` encodes that preference.
 """
 
 import calendar
 import re
 from collections.abc import Callable
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
+from typing import NamedTuple, TypeVar
 
 import msgspec
 
-from raymem.models.generator import Chunk, Extracted
+from raymem.pipelines.types import Chunk, Extracted
+
+# ------------------------------------------------------------- vocabulary
 
 WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-MONTHS = [
+MONTH_NAMES = [
     "january",
     "february",
     "march",
@@ -29,6 +42,22 @@ MONTHS = [
     "november",
     "december",
 ]
+MONTH_ABBREVIATIONS = {
+    "jan": 1,
+    "feb": 2,
+    "mar": 3,
+    "apr": 4,
+    "jun": 6,
+    "jul": 7,
+    "aug": 8,
+    "sep": 9,
+    "sept": 9,
+    "oct": 10,
+    "nov": 11,
+    "dec": 12,
+}
+# Month names and their abbreviations -> the month's number.
+MONTHS = {name: number for number, name in enumerate(MONTH_NAMES, start=1)} | MONTH_ABBREVIATIONS
 NUMBER_WORDS = {
     "a": 1,
     "an": 1,
@@ -48,13 +77,21 @@ NUMBER_WORDS = {
     "a few": 3,
     "several": 3,
 }
-_NUMBER = r"(\d{1,3}|a couple of|a few|several|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
-_UNIT = r"(day|week|month|year)s?"
-_WEEKDAY = r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
-_MONTH = (
-    r"(january|february|march|april|may|june|july|august|september|october|november|december"
-    r"|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)"
-)
+# Average lengths, for spans counted in days ("how many weeks since ...", "3 months ago").
+UNIT_DAYS = {"day": 1.0, "week": 7.0, "month": 30.4375, "year": 365.25}
+
+
+def _alternatives(words: list[str]) -> str:
+    """A regex group of the words, longest first (so "sept" is tried before "sep")."""
+    return "(" + "|".join(sorted(words, key=len, reverse=True)) + ")"
+
+
+MONTH = _alternatives(list(MONTHS))
+WEEKDAY = _alternatives(WEEKDAYS)
+NUMBER = r"(\d{1,3}|" + _alternatives(list(NUMBER_WORDS))[1:]
+UNIT = r"(day|week|month|year)s?"
+YEAR = r"(\d{4})"
+ORDINAL = r"(?:st|nd|rd|th)?"
 
 
 class ResolvedDate(msgspec.Struct, frozen=True):
@@ -66,14 +103,17 @@ class ResolvedDate(msgspec.Struct, frozen=True):
     day: date
 
 
+class TimeRange(msgspec.Struct, frozen=True):
+    """A stretch of time a question names: [start, end) in UTC."""
+
+    start: datetime
+    end: datetime
+    phrase: str
+
+
 def _number(text: str) -> int:
     text = text.lower()
     return int(text) if text.isdigit() else NUMBER_WORDS[text]
-
-
-def _month_number(name: str) -> int:
-    name = name.lower()
-    return next(index + 1 for index, month in enumerate(MONTHS) if month.startswith(name[:3]))
 
 
 def add_months(day: date, months: int) -> date:
@@ -107,13 +147,6 @@ def next_weekday(anchor: date, weekday: int) -> date:
     return anchor + timedelta(days=ahead)
 
 
-def _explicit_year(year: str | None, anchor: date) -> int:
-    if year is None:
-        return anchor.year
-    value = int(year)
-    return value + 2000 if value < 100 else value
-
-
 def _safe_date(year: int, month: int, day: int) -> date | None:
     try:
         return date(year, month, day)
@@ -121,126 +154,295 @@ def _safe_date(year: int, month: int, day: int) -> date | None:
         return None
 
 
-Rule = Callable[[re.Match[str], date, bool], date | None]
+def _midnight(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
-# (pattern, rule): the rule gets the match, the message's date and whether the
-# sentence speaks about the future (a task or a plan), and returns the date.
-RULES: list[tuple[re.Pattern[str], Rule]] = [
-    (
-        re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b"),
-        lambda m, a, f: _safe_date(int(m[1]), int(m[2]), int(m[3])),
+
+# ---------------------------------------------------------------- grammar
+
+# The day an expression names: (match, the day it was written, whether the sentence
+# speaks of the future) -> the day, or None when the match is no date (31 February).
+DayRule = Callable[[re.Match[str], date, bool], date | None]
+# The time an expression names: (match, today at midnight UTC) -> [start, end).
+PeriodRule = Callable[[re.Match[str], datetime], tuple[datetime, datetime] | None]
+
+# "3 weeks ago" is rarely exact in speech: the window reaches this share of the
+# distance either side of the day it names (at least a day).
+AGO_SLACK = 0.25
+# The days a question's "this week" or "last week" counts: "last month" reaches
+# back two months, since people say it of anything from a few weeks to two months.
+PERIOD_DAYS = {"week": 7, "weekend": 7, "month": 31, "year": 366}
+
+
+class Expression(NamedTuple):
+    pattern: re.Pattern[str]
+    day: DayRule | None  # None: names no day (a month alone)
+    period: PeriodRule | None  # None: names no time to search (the future)
+
+
+def _expression(
+    regex: str,
+    *,
+    day: DayRule | None = None,
+    period: PeriodRule | None = None,
+    whole: Callable[[date], date] | None = None,
+    recent: bool = False,
+) -> Expression:
+    """An expression with its readings.
+
+    Args:
+        regex: the pattern, matched case-insensitively.
+        day: its day reading.
+        period: its period reading, or:
+        whole: the period is the whole day, month or year its day starts; this maps
+            that day to the first day after the period.
+        recent: a day after today (in a question) stands for its latest occurrence
+            (see ``_not_after``).
+    """
+    if whole is not None and day is not None:
+        period = _whole(day, whole, recent=recent)
+    return Expression(re.compile(regex, re.I), day, period)
+
+
+def _whole(day: DayRule, after: Callable[[date], date], *, recent: bool) -> PeriodRule:
+    def period(match: re.Match[str], today: datetime) -> tuple[datetime, datetime] | None:
+        first = day(match, today.date(), False)
+        if first is None:
+            return None
+        if recent:
+            first = _not_after(first, today.date())
+        return _midnight(first), _midnight(after(first))
+
+    return period
+
+
+def _not_after(day: date, today: date) -> date:
+    """``day``, or when it is after today, the latest date with its month and day before it.
+
+    Nothing is stored from after today, so a question naming a later date has its
+    year wrong: LoCoMo asks about "December 2023" of a conversation that ended in
+    August 2023 and spoke of December 2022.
+    """
+    if day <= today:
+        return day
+    year = today.year if (day.month, day.day) <= (today.month, today.day) else today.year - 1
+    return day.replace(year=year)
+
+
+def _next_day(day: date) -> date:
+    return day + timedelta(days=1)
+
+
+def _next_month(day: date) -> date:
+    return add_months(day, 1)
+
+
+def _next_year(day: date) -> date:
+    return add_months(day, 12)
+
+
+def _latest_month(match: re.Match[str], today: datetime) -> tuple[datetime, datetime]:
+    """A month without a year: its latest occurrence at or before today."""
+    first = _not_after(date(today.year, MONTHS[match[1].lower()], 1), today.date())
+    return _midnight(first), _midnight(_next_month(first))
+
+
+def _around_ago(match: re.Match[str], today: datetime) -> tuple[datetime, datetime]:
+    """The days around the one "3 weeks ago" names, ``AGO_SLACK`` of the distance either side."""
+    days = _number(match[1]) * UNIT_DAYS[match[2].lower()]
+    centre = today - timedelta(days=days)
+    slack = timedelta(days=max(1.0, days * AGO_SLACK))
+    return centre - slack, centre + slack + timedelta(days=1)
+
+
+def _this_period(match: re.Match[str], today: datetime) -> tuple[datetime, datetime]:
+    """The days "this week" (month, year) names: from a week ago to the end of today."""
+    return today - timedelta(days=PERIOD_DAYS[match[1].lower()]), today + timedelta(days=1)
+
+
+def _last_period(match: re.Match[str], today: datetime) -> tuple[datetime, datetime]:
+    """The days "last month" (week, weekend, year) names: back two of them, up to today."""
+    return today - timedelta(days=2 * PERIOD_DAYS[match[1].lower()]), today
+
+
+def _weekday(match: re.Match[str], group: int = 1) -> int:
+    return WEEKDAYS.index(match[group].lower())
+
+
+# In order of preference where two overlap.
+EXPRESSIONS: list[Expression] = [
+    _expression(  # 2026-04-15, 2026/4/15
+        rf"\b{YEAR}[-/](\d{{1,2}})[-/](\d{{1,2}})\b",
+        day=lambda m, a, f: _safe_date(int(m[1]), int(m[2]), int(m[3])),
+        whole=_next_day,
+        recent=True,
     ),
-    (
-        re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?{_MONTH},? (\d{{4}})\b", re.I),
-        lambda m, a, f: _safe_date(int(m[3]), _month_number(m[2]), int(m[1])),
+    _expression(  # 8 May 2023, 8th of May, 2023
+        rf"\b(\d{{1,2}}){ORDINAL}\s+(?:of\s+)?{MONTH}\.?,?\s+{YEAR}\b",
+        day=lambda m, a, f: _safe_date(int(m[3]), MONTHS[m[2].lower()], int(m[1])),
+        whole=_next_day,
+        recent=True,
     ),
-    (
-        re.compile(rf"\b{_MONTH} (\d{{1,2}})(?:st|nd|rd|th)?,? (\d{{4}})\b", re.I),
-        lambda m, a, f: _safe_date(int(m[3]), _month_number(m[1]), int(m[2])),
+    _expression(  # May 8, 2023
+        rf"\b{MONTH}\.?\s+(\d{{1,2}}){ORDINAL},?\s+{YEAR}\b",
+        day=lambda m, a, f: _safe_date(int(m[3]), MONTHS[m[1].lower()], int(m[2])),
+        whole=_next_day,
+        recent=True,
     ),
-    (
-        re.compile(rf"\b(?:in |since |until |by )?{_MONTH} (\d{{4}})\b", re.I),
-        lambda m, a, f: _safe_date(int(m[2]), _month_number(m[1]), 1),
+    _expression(  # May 2023
+        rf"\b{MONTH}\.?,?\s+{YEAR}\b",
+        day=lambda m, a, f: _safe_date(int(m[2]), MONTHS[m[1].lower()], 1),
+        whole=_next_month,
+        recent=True,
     ),
-    (
-        re.compile(r"\b(?:in|since|during) ((?:19|20)\d\d)\b", re.I),
-        lambda m, a, f: date(int(m[1]), 1, 1),
+    _expression(rf"\b(?:in|during|of|since)\s+{MONTH}\b", period=_latest_month),  # in May
+    _expression(  # in 2023
+        r"\b(?:in|since|during|of)\s+((?:19|20)\d\d)\b",
+        day=lambda m, a, f: date(int(m[1]), 1, 1),
+        whole=_next_year,
     ),
-    (re.compile(r"\bday before yesterday\b", re.I), lambda m, a, f: a - timedelta(days=2)),
-    (re.compile(r"\bday after tomorrow\b", re.I), lambda m, a, f: a + timedelta(days=2)),
-    (
-        re.compile(r"\b(yesterday|last night)\b", re.I),
-        lambda m, a, f: a - timedelta(days=1),
+    _expression(
+        r"\bday before yesterday\b", day=lambda m, a, f: a - timedelta(days=2), whole=_next_day
     ),
-    (re.compile(r"\btomorrow\b", re.I), lambda m, a, f: a + timedelta(days=1)),
-    (
-        re.compile(r"\b(today|tonight|this (morning|afternoon|evening)|earlier today)\b", re.I),
-        lambda m, a, f: a,
+    _expression(r"\bday after tomorrow\b", day=lambda m, a, f: a + timedelta(days=2)),
+    _expression(
+        r"\b(yesterday|last night)\b", day=lambda m, a, f: a - timedelta(days=1), whole=_next_day
     ),
-    (
-        re.compile(rf"\b{_NUMBER} {_UNIT} ago\b", re.I),
-        lambda m, a, f: _shift(a, -_number(m[1]), m[2]),
+    _expression(r"\btomorrow\b", day=lambda m, a, f: a + timedelta(days=1)),
+    _expression(
+        r"\b(today|tonight|this (morning|afternoon|evening)|earlier today)\b",
+        day=lambda m, a, f: a,
+        whole=_next_day,
     ),
-    (
-        re.compile(rf"\b(?:in|within) {_NUMBER} {_UNIT}(?: time)?\b", re.I),
-        lambda m, a, f: _shift(a, _number(m[1]), m[2]),
+    _expression(r"\bthis (week|month|year)\b", period=_this_period),
+    _expression(
+        rf"\b{NUMBER} {UNIT} ago\b",
+        day=lambda m, a, f: _shift(a, -_number(m[1]), m[2]),
+        period=_around_ago,
     ),
-    (
-        re.compile(rf"\b{_NUMBER} {_UNIT} from now\b", re.I),
-        lambda m, a, f: _shift(a, _number(m[1]), m[2]),
+    _expression(
+        rf"\b(?:in|within) {NUMBER} {UNIT}(?: time)?\b",
+        day=lambda m, a, f: _shift(a, _number(m[1]), m[2]),
     ),
-    (
-        re.compile(r"\blast weekend\b", re.I),
-        lambda m, a, f: previous_weekday(a, 5),
+    _expression(
+        rf"\b{NUMBER} {UNIT} from now\b", day=lambda m, a, f: _shift(a, _number(m[1]), m[2])
     ),
-    (re.compile(r"\bnext weekend\b", re.I), lambda m, a, f: next_weekday(a, 5)),
-    (
-        re.compile(r"\bthis weekend\b", re.I),
-        lambda m, a, f: a + timedelta(days=(5 - a.weekday()) % 7),
+    _expression(
+        r"\blast (weekend)\b", day=lambda m, a, f: previous_weekday(a, 5), period=_last_period
     ),
-    (
-        re.compile(rf"\blast {_WEEKDAY}\b", re.I),
-        lambda m, a, f: previous_weekday(a, WEEKDAYS.index(m[1].lower())),
+    _expression(r"\bnext weekend\b", day=lambda m, a, f: next_weekday(a, 5)),
+    _expression(r"\bthis weekend\b", day=lambda m, a, f: a + timedelta(days=(5 - a.weekday()) % 7)),
+    _expression(
+        rf"\blast {WEEKDAY}\b",
+        day=lambda m, a, f: previous_weekday(a, _weekday(m)),
+        whole=_next_day,
     ),
-    (
-        re.compile(rf"\bnext {_WEEKDAY}\b", re.I),
-        lambda m, a, f: next_weekday(a, WEEKDAYS.index(m[1].lower())),
+    _expression(rf"\bnext {WEEKDAY}\b", day=lambda m, a, f: next_weekday(a, _weekday(m))),
+    _expression(
+        rf"\bthis {WEEKDAY}\b",
+        day=lambda m, a, f: a + timedelta(days=_weekday(m) - a.weekday()),
     ),
-    (
-        re.compile(rf"\bthis {_WEEKDAY}\b", re.I),
-        lambda m, a, f: a + timedelta(days=WEEKDAYS.index(m[1].lower()) - a.weekday()),
+    _expression(
+        r"\blast (week|month|year)\b",
+        day=lambda m, a, f: _shift(a, -1, m[1]),
+        period=_last_period,
     ),
-    (re.compile(r"\blast week\b", re.I), lambda m, a, f: a - timedelta(weeks=1)),
-    (re.compile(r"\bnext week\b", re.I), lambda m, a, f: a + timedelta(weeks=1)),
-    (re.compile(r"\blast month\b", re.I), lambda m, a, f: add_months(a, -1)),
-    (re.compile(r"\bnext month\b", re.I), lambda m, a, f: add_months(a, 1)),
-    (re.compile(r"\blast year\b", re.I), lambda m, a, f: add_months(a, -12)),
-    (re.compile(r"\bnext year\b", re.I), lambda m, a, f: add_months(a, 12)),
-    (
+    _expression(r"\bnext (week|month|year)\b", day=lambda m, a, f: _shift(a, 1, m[1])),
+    _expression(
         # A bare weekday: the coming one in a plan, the latest one otherwise.
-        re.compile(rf"\b(?:on )?{_WEEKDAY}\b", re.I),
-        lambda m, a, f: (next_weekday if f else previous_weekday)(a, WEEKDAYS.index(m[1].lower())),
+        rf"\b(?:on )?{WEEKDAY}\b",
+        day=lambda m, a, f: (next_weekday if f else previous_weekday)(a, _weekday(m)),
     ),
 ]
 
+_Value = TypeVar("_Value")
 
-# Cheap pre-check: most sentences contain no date expression at all.
+# Cheap pre-check: most sentences contain no date expression at all. Every
+# expression above contains a digit or one of these words.
 _TRIGGER = re.compile(
     rf"\d|\b(yesterday|today|tonight|tomorrow|ago|last|next|this|from now|weekend|within|"
-    rf"{_WEEKDAY[1:-1]}|{_MONTH[1:-1]})\b|\bin {_NUMBER}\b",
+    rf"{WEEKDAY[1:-1]}|{MONTH[1:-1]})\b|\bin {NUMBER}\b",
     re.I,
 )
 
 
+def _read(
+    text: str, reading: Callable[[Expression, re.Match[str]], _Value | None]
+) -> list[tuple[re.Match[str], _Value]]:
+    """Every expression in ``text`` that ``reading`` gives a value, most specific first.
+
+    An expression that overlaps one read before it (an earlier one in
+    ``EXPRESSIONS``) is passed over.
+    """
+    if not _TRIGGER.search(text):
+        return []
+    taken: list[tuple[int, int]] = []
+    found: list[tuple[re.Match[str], _Value]] = []
+    for expression in EXPRESSIONS:
+        for match in expression.pattern.finditer(text):
+            start, end = match.span()
+            if any(start < t_end and t_start < end for t_start, t_end in taken):
+                continue
+            try:
+                value = reading(expression, match)
+            except (OverflowError, ValueError):  # beyond the calendar: not a date we can use
+                continue
+            if value is None:
+                continue
+            taken.append((start, end))
+            found.append((match, value))
+    return found
+
+
 def find_dates(text: str, anchor: date, *, future: bool = False) -> list[ResolvedDate]:
     """Every date expression in ``text``, resolved against ``anchor``, in text order.
-
-    Longer, more specific expressions win where two overlap ("last Friday" over
-    "Friday"); the order of ``RULES`` encodes that preference.
 
     Args:
         text: a sentence or a whole message.
         anchor: the date the text was written (the message's ``created_at``).
         future: the sentence is a plan or a task, so a bare weekday is the coming one.
     """
-    if not _TRIGGER.search(text):
-        return []
-    taken: list[tuple[int, int]] = []
-    found: list[ResolvedDate] = []
-    for pattern, rule in RULES:
-        for match in pattern.finditer(text):
-            start, end = match.span()
-            if any(start < t_end and t_start < end for t_start, t_end in taken):
-                continue
-            try:
-                day = rule(match, anchor, future)
-            except (OverflowError, ValueError):  # beyond the calendar: not a date we can use
-                continue
-            if day is None:
-                continue
-            taken.append((start, end))
-            found.append(ResolvedDate(phrase=match[0], start=start, end=end, day=day))
-    return sorted(found, key=lambda item: item.start)
+
+    def day(expression: Expression, match: re.Match[str]) -> date | None:
+        return None if expression.day is None else expression.day(match, anchor, future)
+
+    found = [
+        ResolvedDate(phrase=match[0], start=match.start(), end=match.end(), day=value)
+        for match, value in _read(text, day)
+    ]
+    return sorted(found, key=lambda resolved: resolved.start)
+
+
+def time_ranges(query: str, anchor: datetime) -> list[TimeRange]:
+    """Dates and periods a question names, as [start, end) ranges in UTC, most specific first.
+
+    Relative expressions ("last week", "3 days ago") count back from ``anchor``; a
+    month without a year, or a date after the anchor, is its latest occurrence at
+    or before the anchor. A named date comes before a relative expression, since
+    it says more exactly when ("last Friday, on 23 January 2022").
+    """
+    today = anchor.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+    def period(expression: Expression, match: re.Match[str]) -> tuple[datetime, datetime] | None:
+        return None if expression.period is None else expression.period(match, today)
+
+    return [
+        TimeRange(start=start, end=end, phrase=match[0])
+        for match, (start, end) in _read(query, period)
+    ]
+
+
+# Words that make a time expression relative to when it is said: "yesterday" in a
+# stored turn is another day than "yesterday" in a question, so such a phrase is
+# matched by date, never as words.
+_DEICTIC = re.compile(
+    r"\b(yesterday|today|tonight|tomorrow|ago|last|next|this|past|within)\b", re.I
+)
+
+
+def is_relative(phrase: str) -> bool:
+    """Whether a time phrase counts from the moment it is said ("last week", "3 days ago")."""
+    return bool(_DEICTIC.search(phrase))
 
 
 def resolve_event_date(text: str, anchor: date, *, future: bool = False) -> date | None:
@@ -294,7 +496,7 @@ def resolve_item_dates(items: list[Extracted], chunk: Chunk) -> list[Extracted]:
         supported = {*from_content, *from_lines, *(date.fromisoformat(c.date) for c in cited)}
         if claimed is not None and claimed in supported:
             continue
-        resolved = (from_content or from_lines or [None])[0]
+        resolved = next(iter(from_content or from_lines), None)
         item.event_time = resolved.isoformat() if resolved is not None else None
     return items
 

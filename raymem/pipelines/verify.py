@@ -11,14 +11,16 @@ import logging
 import re
 from datetime import date
 
-from raymem.models import rules
-from raymem.models.generator import Chunk, Extracted, Line
-from raymem.pipelines import temporal
+from raymem.pipelines import rules, temporal
+from raymem.pipelines.language import content_words, split_speaker
+from raymem.pipelines.types import Chunk, Extracted, Line
 
 log = logging.getLogger(__name__)
 
 MIN_COVERAGE = 0.6  # share of an item's content words found in its source lines
-CALENDAR_WORDS = {*temporal.WEEKDAYS, *temporal.MONTHS, "user"}
+# An item that cited the wrong lines is trusted less, however sure its generator was.
+MISCITED_CONFIDENCE = 0.7
+CALENDAR_WORDS = {*temporal.WEEKDAYS, *temporal.MONTH_NAMES, "user"}
 
 
 def stem(word: str) -> str:
@@ -31,12 +33,12 @@ def stem(word: str) -> str:
 
 
 def _stems(text: str) -> set[str]:
-    return {stem(word) for word in rules.content_words(text)}
+    return {stem(word) for word in content_words(text)}
 
 
 def _claims(item: Extracted, speakers: set[str]) -> tuple[set[str], list[str]]:
     """The content stems and the concrete values an item asserts, minus names of speakers."""
-    _, text = rules.split_speaker(item.content)
+    _, text = split_speaker(item.content)
     words = _stems(text) - {stem(s) for s in speakers} - CALENDAR_WORDS
     dated = [(d.start, d.end) for d in temporal.find_dates(text, date(2000, 1, 1))]
     values = []
@@ -80,7 +82,7 @@ def verify_item(item: Extracted, chunk: Chunk) -> Extracted | None:
     """
     by_index = {line.index: line for line in chunk.lines}
     cited = [by_index[i] for i in item.lines if i in by_index]
-    _, text = rules.split_speaker(item.content)
+    _, text = split_speaker(item.content)
     if cited and any(line.text == text.strip() for line in cited):
         return item  # quoted verbatim (the rules generator): nothing to check
     speakers = {line.speaker.lower() for line in chunk.lines if line.speaker}
@@ -96,7 +98,7 @@ def verify_item(item: Extracted, chunk: Chunk) -> Extracted | None:
         log.info("verification dropped %r: no line of chunk %d supports it", text, chunk.number)
         return None
     item.lines = [line.index for line in best]
-    item.confidence = min(item.confidence or 0.7, 0.7)  # it cited the wrong lines
+    item.confidence = min(item.confidence or MISCITED_CONFIDENCE, MISCITED_CONFIDENCE)
     temporal.resolve_item_dates([item], chunk)  # dates follow the corrected lines
     return item
 

@@ -7,9 +7,8 @@ import ipaddress
 import msgspec
 
 from raymem.config import Settings
-from raymem.errors import Forbidden, Unauthorized
-
-DEFAULT_TENANT = "default"
+from raymem.errors import Forbidden, ProfileNotFound, Unauthorized
+from raymem.names import DEFAULT_TENANT
 
 
 class Principal(msgspec.Struct, frozen=True):
@@ -27,8 +26,6 @@ class Principal(msgspec.Struct, frozen=True):
             raise Forbidden("This API key is read-only")
         if not self.may_use(profile):
             # Indistinguishable from a missing profile: no existence leak.
-            from raymem.errors import ProfileNotFound
-
             raise ProfileNotFound(profile)
 
 

@@ -1,7 +1,6 @@
 """HTTP plumbing shared by the routes: bodies, limits, names, errors and JSON responses."""
 
 import logging
-import re
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -12,7 +11,6 @@ from ray.exceptions import RayActorError, RayTaskError
 from raymem.config import LimitSettings
 from raymem.errors import InvalidRequest, PayloadTooLarge, RaymemError
 from raymem.types import (
-    NAME_PATTERN,
     ErrorBody,
     ErrorDetail,
     IngestRequest,
@@ -22,7 +20,6 @@ from raymem.types import (
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-NAME = re.compile(NAME_PATTERN)
 JSON = "application/json"
 MIN_YEAR, MAX_YEAR = 2, 9998  # a year of margin each way: "last week" must stay a valid date
 
@@ -55,16 +52,6 @@ def response_for(exc: BaseException) -> Response:
         )
     log.error("internal error", exc_info=cause)
     return error_response(500, "internal", "Internal error")
-
-
-def validate_name(value: str, what: str = "profile") -> str:
-    """Profile and session names: 1–128 of letters, digits and ``._-``, not starting with a dot."""
-    if not NAME.fullmatch(value):
-        raise InvalidRequest(
-            f"Invalid {what} name {value[:140]!r}: use 1-128 letters, digits, '.', '_' or '-',"
-            " not starting with a dot"
-        )
-    return value
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -144,11 +131,22 @@ def check_recall_limits(body: RecallRequest, limits: LimitSettings) -> None:
     if not body.query.strip():
         raise InvalidRequest("Query must not be blank - at `$.query`")
     check_limit(body.limit, limits)
+    check_time(body.as_of, "$.as_of")
 
 
 def check_limit(limit: int, limits: LimitSettings) -> None:
     if limit > limits.max_limit:
         raise InvalidRequest(f"limit {limit} exceeds the maximum of {limits.max_limit}")
+
+
+def write_docs(
+    body: type, result: type, status: int = 200, description: str = ""
+) -> dict[str, Any]:
+    """Route arguments documenting a msgspec request body and its response."""
+    return {
+        "openapi_extra": body_schema(body, description),
+        "responses": response_schema(result, status),
+    }
 
 
 def body_schema(kind: type, description: str = "") -> dict[str, Any]:
@@ -176,7 +174,7 @@ def deleted_responses() -> dict[int | str, dict[str, Any]]:
     return {204: {"description": "Deleted"}, **_client_errors()}
 
 
-def _client_errors() -> dict[str, dict[str, Any]]:
+def _client_errors() -> dict[int | str, dict[str, Any]]:
     return {
         "4XX": {
             "description": "Client error",

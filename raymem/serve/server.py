@@ -10,6 +10,9 @@ from raymem.config import Settings
 
 log = logging.getLogger(__name__)
 
+MIN_CPUS = 2  # Ray's CPUs on a smaller machine: the model pools need one each
+STOP_POLL_S = 0.2  # how soon Ctrl-C is noticed
+
 
 def start(settings: Settings, *, num_cpus: int | None = None) -> None:
     """Start a local Ray (unless one is already initialised) and deploy the app."""
@@ -25,7 +28,7 @@ def start(settings: Settings, *, num_cpus: int | None = None) -> None:
         # address="local": never join a stale cluster an earlier `ray start` left behind.
         ray.init(
             address="local",
-            num_cpus=num_cpus or max(2, os.cpu_count() or 2),
+            num_cpus=num_cpus or max(MIN_CPUS, os.cpu_count() or MIN_CPUS),
             include_dashboard=False,
             log_to_driver=False,
             namespace=settings.namespace,
@@ -42,7 +45,7 @@ def stop() -> None:
     from ray import serve
 
     try:
-        serve.shutdown()
+        serve.shutdown()  # type: ignore[no-untyped-call]  # unannotated in Ray
     finally:
         ray.shutdown()
 
@@ -59,6 +62,6 @@ def serve_forever(settings: Settings) -> None:
         flush=True,
     )
     while not stopping.is_set():
-        time.sleep(0.2)
+        time.sleep(STOP_POLL_S)
     print("raymem stopping", flush=True)
     stop()

@@ -10,7 +10,7 @@ from typing import Any
 
 import aiosqlite
 
-from raymem.errors import MemoryErased, MemoryNotFound, SessionNotFound
+from raymem.errors import MemoryErased, MemoryNotFound, MessageNotFound, SessionNotFound
 from raymem.store.rows import (
     COUNTS_SQL,
     MEMORY_COLUMNS,
@@ -128,18 +128,21 @@ class Reads:
         next_seq = rows[limit - 1][0] if len(rows) > limit else None
         return [memory_from_row(row) for row in rows[:limit]], next_seq
 
-    async def pending_vectors(self, table: str, limit: int = 256) -> list[tuple[int, str]]:
-        """Rows still waiting for an embedding: (seq, text to embed).
+    async def pending_vectors(
+        self, table: str, limit: int = 256, *, newest_first: bool = False
+    ) -> list[tuple[int, str]]:
+        """Rows still waiting for an embedding: (seq, text to embed), oldest first by default.
 
         A memory's text is its content alone, as ``reconcile.embedding_text`` makes it
         (its search questions serve full-text search); tasks get no vector. A turn's
         is its content and the start of the ``CONTEXT_TURNS`` turns before it,
         nearest first: a reply ("I'm drawn to turtles") means what it answers.
         """
+        order = "DESC" if newest_first else "ASC"
         if table == "memory_vectors":
             sql = (
                 "SELECT seq, content FROM memories WHERE vectorised = 0 AND type != 'task'"
-                " AND superseded_by IS NULL AND forgotten_at IS NULL ORDER BY seq LIMIT ?"
+                f" AND superseded_by IS NULL AND forgotten_at IS NULL ORDER BY seq {order} LIMIT ?"
             )
             return [(row[0], row[1].strip()) for row in await self._fetch(sql, (limit,))]
         earlier = "".join(
@@ -149,7 +152,10 @@ class Reads:
             f" ORDER BY p.seq DESC LIMIT 1 OFFSET {back}), '')"
             for back in range(CONTEXT_TURNS)
         )
-        sql = f"SELECT m.seq, m.content{earlier} FROM messages m WHERE m.vectorised = 0 ORDER BY m.seq LIMIT ?"
+        sql = (
+            f"SELECT m.seq, m.content{earlier} FROM messages m WHERE m.vectorised = 0"
+            f" ORDER BY m.seq {order} LIMIT ?"
+        )
         rows = await self._fetch(sql, (*[CONTEXT_CHARS] * CONTEXT_TURNS, limit))
         return [(row[0], row[1].strip()) for row in rows]
 
@@ -158,6 +164,19 @@ class Reads:
     async def existing_message_ids(self, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` are stored turns."""
         return await existing_message_ids(self._reader, ids)
+
+    async def message_by_id(self, message_id: str) -> StoredMessage:
+        """One stored turn.
+
+        Raises:
+            MessageNotFound: no turn has this id.
+        """
+        rows = await self._fetch(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,)
+        )
+        if not rows:
+            raise MessageNotFound(message_id)
+        return message_from_row(rows[0])
 
     async def session_messages(
         self, session_id: str, *, last: int | None = None, unextracted_only: bool = False

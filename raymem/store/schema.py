@@ -17,9 +17,10 @@ import aiosqlite
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
-# Forward migrations of the core tables: MIGRATIONS[v] takes a store at version v to v + 1.
-MIGRATIONS: dict[int, str] = {}
+SCHEMA_VERSION = 2
+#: Forward migrations of the core tables: MIGRATIONS[v] names the script that takes a
+#: store at version v to v + 1 (a new file runs schema.sql, then every migration).
+MIGRATIONS: dict[int, str] = {1: "migrate_2.sql"}
 
 #: Subsystems' tables: part name -> SQL resource files in raymem/store/, applied in order.
 PARTS: dict[str, tuple[str, ...]] = {
@@ -43,14 +44,16 @@ async def migrate(conn: aiosqlite.Connection, *, dim: int, embedder: str) -> Non
         await conn.executescript(
             f"BEGIN IMMEDIATE;\n{_script('schema.sql', int(dim))}\n"
             f"INSERT INTO meta (key, value) VALUES ('dim', '{int(dim)}');\n"
-            f"PRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;"
+            "PRAGMA user_version = 1;\nCOMMIT;"
         )
         await conn.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('embedder', ?)", (embedder,)
         )
-    while version and version < SCHEMA_VERSION:
+        version = 1
+    while version < SCHEMA_VERSION:
         await conn.executescript(
-            f"BEGIN IMMEDIATE;\n{MIGRATIONS[version]}\nPRAGMA user_version = {version + 1};\nCOMMIT;"
+            f"BEGIN IMMEDIATE;\n{_script(MIGRATIONS[version], int(dim))}\n"
+            f"PRAGMA user_version = {version + 1};\nCOMMIT;"
         )
         version += 1
     for part, scripts in PARTS.items():

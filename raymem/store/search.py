@@ -8,9 +8,9 @@ scan a whole profile live in ``reads.py``.
 """
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -34,6 +34,21 @@ FTS_TABLES = {"memories": ("memories_fts", "1.0, 0.5"), "messages": ("messages_f
 SHORTLIST_MIN, SHORTLIST_PER_HIT = 200, 4
 COMMON_TERMS_TTL_S = 300.0  # how long a term found in many rows is taken to stay so
 COMMON_TERMS_KEPT = 10_000
+#: Versions followed at most from a memory to the head of its chain (chains are short;
+#: the bound only guards against a cycle an external edit could make).
+MAX_CHAIN_STEPS = 64
+
+
+class MemoryState(NamedTuple):
+    """Whether a memory still holds: replaced by a newer version, or forgotten."""
+
+    id: str
+    superseded_by: str | None
+    forgotten: bool
+
+    @property
+    def current(self) -> bool:
+        return self.superseded_by is None and not self.forgotten
 
 
 def current(alias: str = "") -> str:
@@ -90,17 +105,12 @@ class Search:
     Args:
         quick: a blocking read-only connection to the profile's file.
         vector_indexes: the in-memory index of each vector table.
-        commits: how many transactions the profile has committed (for caching).
     """
 
-    def __init__(
-        self, quick: Any, vector_indexes: dict[str, CachedIndex], commits: Callable[[], int]
-    ) -> None:
+    def __init__(self, quick: Any, vector_indexes: dict[str, CachedIndex]) -> None:
         self._quick = quick
         self._vector_indexes = vector_indexes
-        self._commits = commits
         self._common_terms: dict[tuple[str, str], tuple[int, float]] = {}  # see term_counts
-        self._latest_activity: tuple[int, datetime | None] = (-1, None)  # (at commits, value)
 
     def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """Every row of a short statement, finished at once so it holds no read snapshot."""
@@ -115,9 +125,16 @@ class Search:
         limit: int,
         types: Sequence[str] | None = None,
         session_id: str | None = None,
+        event_between: tuple[str, str] | None = None,
     ) -> list[int]:
-        """Seqs of current memories matching an FTS5 query, best BM25 first."""
+        """Seqs of current memories matching an FTS5 query, best BM25 first.
+
+        ``event_between``: only events and tasks dated in [start, end) (ISO dates).
+        """
         where, params = memory_filters(types, session_id, alias="t")
+        if event_between is not None:
+            where.append("t.event_time >= ? AND t.event_time < ?")
+            params.extend(event_between)
         keep = " AND ".join(where)
         # First the best few hundred by BM25 alone, then the filters on those.
         shortlist = max(SHORTLIST_PER_HIT * limit, SHORTLIST_MIN)
@@ -153,6 +170,23 @@ class Search:
         else:
             sql = _ranked_sql("messages", " AND ".join(where))
         return [row[0] for row in self._fetch(sql, [fts_query, *params, limit])]
+
+    def memories_dated(
+        self,
+        start: str,
+        end: str,
+        *,
+        limit: int,
+        types: Sequence[str] | None = None,
+        session_id: str | None = None,
+    ) -> list[int]:
+        """Seqs of current events and tasks dated in [start, end) (ISO dates), latest first."""
+        where, params = memory_filters(types, session_id, alias="t")
+        sql = (
+            f"SELECT t.seq FROM memories t WHERE t.event_time >= ? AND t.event_time < ?"
+            f" AND {' AND '.join(where)} ORDER BY t.event_time DESC, t.seq DESC LIMIT ?"
+        )
+        return [row[0] for row in self._fetch(sql, [start, end, *params, limit])]
 
     def messages_between(
         self, start: str, end: str, *, limit: int, session_id: str | None = None
@@ -264,6 +298,18 @@ class Search:
         )
         return {row[0]: (memory_from_row(row[:-2]), row[-2], from_db_time(row[-1])) for row in rows}
 
+    def memories_with_turns_by_id(
+        self, ids: Sequence[str]
+    ) -> dict[str, tuple[Memory, int | None, datetime | None]]:
+        """As ``memories_with_turns``, by memory id."""
+        if not ids:
+            return {}
+        rows = self._fetch(
+            f"SELECT seq FROM memories WHERE id IN ({placeholders(len(ids))})", list(ids)
+        )
+        found = self.memories_with_turns([row[0] for row in rows])
+        return {memory.id: (memory, turn, at) for memory, turn, at in found.values()}
+
     def messages_by_seq(self, seqs: Sequence[int]) -> dict[int, StoredMessage]:
         if not seqs:
             return {}
@@ -296,13 +342,56 @@ class Search:
             adjacent.setdefault(row[0], []).append((row[1], message_from_row(row[1:])))
         return adjacent
 
-    def latest_activity(self) -> datetime | None:
-        """The start of the newest session. Every recall asks: kept until the next commit."""
-        commits = self._commits()
-        if self._latest_activity[0] == commits:
-            return self._latest_activity[1]
-        # A blocking read on this thread: no commit can land between it and the record.
-        rows = self._fetch("SELECT max(started_at) FROM sessions")
-        latest = from_db_time(rows[0][0]) if rows else None
-        self._latest_activity = (commits, latest)
-        return latest
+    def has_pending_vectors(self) -> bool:
+        """Whether a memory or a turn is waiting for its vector (two partial-index lookups)."""
+        rows = self._fetch(
+            "SELECT EXISTS (SELECT 1 FROM messages WHERE vectorised = 0)"
+            " OR EXISTS (SELECT 1 FROM memories WHERE vectorised = 0 AND type != 'task'"
+            f" AND {current()})"
+        )
+        return bool(rows[0][0])
+
+    def turn_memories(self, message_ids: Sequence[str]) -> dict[str, list[MemoryState]]:
+        """The memories each turn gave, with their state: message id -> [MemoryState]."""
+        if not message_ids:
+            return {}
+        rows = self._fetch(
+            "SELECT s.message_id, m.id, m.superseded_by, m.forgotten_at IS NOT NULL"
+            " FROM memory_sources s JOIN memories m ON m.seq = s.memory_seq"
+            f" WHERE s.message_id IN ({placeholders(len(message_ids))})",
+            list(message_ids),
+        )
+        states: dict[str, list[MemoryState]] = {}
+        for message_id, memory_id, superseded_by, forgotten in rows:
+            states.setdefault(message_id, []).append(
+                MemoryState(memory_id, superseded_by, bool(forgotten))
+            )
+        return states
+
+    def chain_heads(self, memory_ids: Sequence[str]) -> dict[str, str]:
+        """The current version of each memory's chain: id -> id of its head.
+
+        A memory that is current is its own head; a chain whose newest version was
+        forgotten has no head, and its ids are left out.
+        """
+        heads: dict[str, str] = {}
+        pending = {memory_id: memory_id for memory_id in memory_ids}  # start -> reached
+        for _ in range(MAX_CHAIN_STEPS):
+            if not pending:
+                break
+            reached = list(set(pending.values()))
+            rows = self._fetch(
+                "SELECT id, superseded_by, forgotten_at IS NOT NULL FROM memories"
+                f" WHERE id IN ({placeholders(len(reached))})",
+                reached,
+            )
+            step = {row[0]: (row[1], bool(row[2])) for row in rows}
+            following = {}
+            for start, at in pending.items():
+                successor, forgotten = step.get(at, (None, True))
+                if successor is not None:
+                    following[start] = successor
+                elif not forgotten:
+                    heads[start] = at
+            pending = following
+        return heads

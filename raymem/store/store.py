@@ -38,11 +38,10 @@ class ProfileStore:
         self.dim = dim
         self._writer, self._reader = writer, reader
         self._quick: Any = open_sync(path)
-        self._commits = 0  # transactions committed through ``write`` since opening
         self._write_lock = asyncio.Lock()
         self._vector_indexes = {table: CachedIndex(path, table, dim) for table in VECTOR_TABLES}
         self.reads = Reads(reader)
-        self.search = Search(self._quick, self._vector_indexes, lambda: self._commits)
+        self.search = Search(self._quick, self._vector_indexes)
 
     @classmethod
     async def open(cls, path: str | Path, *, dim: int, embedder: str = "") -> "ProfileStore":
@@ -85,7 +84,6 @@ class ProfileStore:
                 await self._rollback()
                 raise
             await self._writer.execute("COMMIT")
-            self._commits += 1
             for change in writer.vector_changes:  # no await between commit and here
                 self._vector_indexes[change.table].apply(change)
 

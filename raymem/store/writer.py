@@ -142,11 +142,11 @@ class StoreWriter:
         )
         return {row[0]: row[1] for row in await fetch(self.conn, sql, keys)}
 
-    async def insert_memory(self, memory: NewMemory, supersedes: str | None = None) -> None:
-        """Insert one memory; when it supersedes another, link the old head to it."""
+    async def insert_memory(self, memory: NewMemory, supersedes: str | None = None) -> int:
+        """Insert one memory; when it supersedes another, link the old head to it. Returns its seq."""
         values = memory_values(memory)
         columns = [name for name in values if name != "seq"]
-        await self.conn.execute(
+        cursor = await self.conn.execute(
             f"INSERT INTO memories ({', '.join(columns)})"
             f" VALUES ({', '.join(':' + name for name in columns)})",
             values,
@@ -155,6 +155,7 @@ class StoreWriter:
         if supersedes is not None:
             await self.supersede(supersedes, memory.id)
             await self.log("supersede", {"old": supersedes, "new": memory.id})
+        return int(cursor.lastrowid or 0)
 
     async def supersede(self, old_id: str, new_id: str) -> None:
         """Point the old head of a chain at its successor and drop its vector (not logged)."""

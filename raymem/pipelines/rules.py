@@ -1,21 +1,34 @@
-"""The embedded ``rules`` generator: deterministic extraction, classification and synthesis.
+"""The rules behind the embedded ``rules`` generator and classification. No model, no I/O.
 
-It needs no model, so a fresh install works offline. It splits turns into
-sentences, keeps the informative ones, classifies each into one of the four
-memory types with pattern rules, derives a topic key for preferences and
-personal attributes, and writes search questions from templates filled with
-the sentence's own names and keywords. Reconciliation decisions (add, duplicate,
-supersede) are rules too: near-identical text is a duplicate, the same subject
-and attribute is a new version.
+Which sentences are worth remembering, which of the four memory types a
+sentence is by its wording, the topic key of a preference or a personal
+attribute, the concrete values a statement asserts, and search questions written
+from templates filled with the sentence's own names and keywords. A fresh
+install extracts with these alone; with a model they fill in what it left out.
 """
 
 import re
-from collections.abc import Sequence
 
-import msgspec
+from raymem.pipelines.language import STATEMENT_STOPWORDS, WORD, content_words, split_speaker
+from raymem.pipelines.topic_keys import general_topic_key
+from raymem.types import MemoryType
 
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])|\n+")
-WORD = re.compile(r"[\w'’-]+", re.UNICODE)
+# Fewer words than this: a fragment or a greeting ("Sounds good.", "Thanks a lot!").
+MIN_WORDS = 3
+# Fewer content words than this: small talk ("That's so great!" has one).
+MIN_CONTENT_WORDS = 2
+# Importance by what the patterns found: an instruction steers every later answer,
+# a personal attribute (where someone lives or works) stays true for long, a task
+# matters until it is done; other facts and events start mid-scale.
+INSTRUCTION_IMPORTANCE = 0.8
+ATTRIBUTE_IMPORTANCE = 0.7
+TASK_IMPORTANCE = 0.6
+DEFAULT_IMPORTANCE = 0.5
+# Search questions per memory (the design's 3-5), and the keywords one quotes.
+MIN_QUESTIONS, MAX_QUESTIONS = 3, 5
+KEYWORDS_PER_QUESTION = 4
+# A topic key is subject.attribute, with at most one more level ("user.pet.name").
+MAX_KEY_PARTS = 3
 
 GREETINGS = {
     "hi",
@@ -93,44 +106,48 @@ PERSONAL_ATTRIBUTES = [
         ),
         "user.location",
     ),
-    (re.compile(r"\b(i work (at|for)|my employer is|i joined|works at)\b", re.I), "user.employer"),
+    (re.compile(r"\b(i work (at|for)|my employer is|works (at|for))\b", re.I), "user.employer"),
     (re.compile(r"\b(my name is|call me)\b", re.I), "user.name"),
     (re.compile(r"\b(my birthday is|i was born on)\b", re.I), "user.birthday"),
     (re.compile(r"\b(i'm allergic to|i am allergic to)\b", re.I), "user.allergies"),
     (re.compile(r"\b(my (time ?zone|timezone) is)\b", re.I), "user.timezone"),
 ]
-MY_ATTRIBUTE = re.compile(r"\bmy (favou?rite [a-z]+|[a-z]+) (is|are)\b", re.I)
-
-
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-# "Caroline: I went to ..." (transcripts that name the speaker inside the turn).
-SPEAKER_PREFIX = re.compile(r"^([A-Z][\w'’.-]{0,30}(?: [A-Z][\w'’.-]{0,30})?):\s+(?=\S)")
-NOT_SPEAKERS = _words(
-    "note update warning error todo example summary q a re edit fyi ps tip step answer"
-    " question important reminder"
+# "My phone number is 555-0100", "my daughter's name is Lila", "my favourite band is ...":
+# an attribute of the speaker and its value. Only a favourite, or a value that is a
+# concrete thing (a number, a name, a title), makes it an attribute that holds one value:
+# "my family is my motivation" is not one.
+MY_ATTRIBUTE = re.compile(
+    r"\bmy ((?:[a-z]+ ){0,2}?[a-z]+(?:['’]s [a-z]+)?) (?:is|are)\b(.*)", re.IGNORECASE
 )
+ATTRIBUTE_QUALIFIERS = {"new", "current", "old", "latest", "present", "actual", "real"}
+# Names in the lexicon that are also everyday words ("let's go", "a black cat"): in a
+# fact they count only when written as a name, or in an instruction.
+AMBIGUOUS_NAMES = {
+    "go",
+    "rust",
+    "java",
+    "black",
+    "arch",
+    "fish",
+    "cursor",
+    "bun",
+    "uv",
+    "tabs",
+    "spaces",
+    "windows",
+}
+# A fact names a tool as one the speaker uses or prefers, not in passing.
+USAGE = re.compile(
+    r"\b(use[sd]?|using|prefer(?:s|red)?|switch(?:ed|ing)?|moved to|love|like|write|writing|"
+    r"code|coding|program(?:ming)?|run(?:s|ning)?|install(?:ed)?|develop(?:ing)?|work(?:s|ing)? "
+    r"(?:in|with)|on)\b",
+    re.IGNORECASE,
+)
+
+
 # A sentence about someone in the third person: "User lives in ...", "Mia plays ...".
 THIRD_PERSON_SUBJECT = re.compile(
     r"^(?:the )?(user|[A-Z][a-z]+)(?:'s)? (?:\w+s|is|was|has|had|moved|lives|works|loves)\b"
-)
-STOPWORDS = _words(
-    """
-    a an the and or but if then so too very just really i i'm im i've i'd i'll me my mine
-    we us our you your he she it it's its they them their this that that's these those
-    there here is am are was were be been being have has had do does did done to of in on
-    at for with by from about as into over up down out off not no yes can could would
-    should will shall may might must what which who whom when where why how all any some
-    such more most much many also still even again now well oh ah hey hi hello thanks thank
-    yeah wow great awesome cool nice amazing good glad love lovely totally definitely
-    absolutely sure super pretty lot lots thing things something anything everything one
-    get got go going know think feel felt see saw look looks like sounds sound mean means
-    let let's keep make made way time day don't didn't doesn't can't won't isn't wasn't
-    you're we're they're he's she's what's how's than because while both each other only
-    own same ever never always though
-    """
 )
 # Concrete values: the targets of the detail pass and of verification.
 VALUE_PATTERNS = [
@@ -149,46 +166,14 @@ VALUE_PATTERNS = [
 NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-zA-Z0-9'’&-]+(?: [A-Z][a-zA-Z0-9'’&-]+)*)")
 
 
-class Candidate(msgspec.Struct, kw_only=True):
-    """A memory proposed by extraction, before reconciliation with the store."""
-
-    type: str
-    content: str
-    topic_key: str | None = None
-    event_time: str | None = None
-    importance: float = 0.5
-    confidence: float = 0.8
-    source_message_ids: list[str] = []
-    source_spans: list[tuple[int, int]] = []
-    search_queries: list[str] = []
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of a turn, stripped; bullet markers removed."""
-    parts = (part.strip(" \t-*•") for part in SENTENCE_END.split(text))
-    return [part for part in parts if part]
-
-
-def split_speaker(content: str) -> tuple[str | None, str]:
-    """A turn's speaker named inside it ("Caroline: I went ...") and the rest of the turn."""
-    match = SPEAKER_PREFIX.match(content)
-    if match is None or match.group(1).lower() in NOT_SPEAKERS:
-        return None, content
-    return match.group(1), content[match.end() :]
-
-
-def content_words(text: str) -> list[str]:
-    """The lower-cased words of ``text`` that carry meaning (stopwords removed), in order."""
-    words = (w.lower().strip("'’-") for w in WORD.findall(text))
-    return [w for w in words if w and w not in STOPWORDS]
-
-
 def concrete_values(text: str) -> list[str]:
     """Names, prices, versions, quantities, dates and quoted titles mentioned in ``text``."""
     values: list[str] = []
     for pattern in VALUE_PATTERNS:
         values.extend(m.group(0).strip() for m in pattern.finditer(text) if m.group(0).strip())
-    values.extend(m.group(1) for m in NAME.finditer(text) if m.group(1).lower() not in STOPWORDS)
+    values.extend(
+        m.group(1) for m in NAME.finditer(text) if m.group(1).lower() not in STATEMENT_STOPWORDS
+    )
     kept: list[str] = []
     for value in dict.fromkeys(v for v in values if any(c.isalnum() for c in v)):
         if not any(value in longer for longer in kept):  # "1" inside "$1,200"
@@ -199,20 +184,39 @@ def concrete_values(text: str) -> list[str]:
 def is_informative(sentence: str) -> bool:
     """Worth remembering: not a question, a greeting, small talk or a fragment."""
     words = WORD.findall(sentence)
-    if len(words) < 3 or sentence.rstrip().endswith("?"):
+    if len(words) < MIN_WORDS or sentence.rstrip().endswith("?"):
         return False
     if " ".join(w.lower() for w in words) in GREETINGS:
         return False
-    # "That's so great!" has one content word; a statement worth keeping has two or more.
-    return len(content_words(sentence)) >= 2
+    return len(content_words(sentence)) >= MIN_CONTENT_WORDS
 
 
-def _category_of(sentence: str) -> str | None:
+def _category_of(sentence: str, memory_type: str = "instruction") -> str | None:
+    """The preference category a sentence names a tool of, if it states a use or preference."""
+    if memory_type != "instruction" and not USAGE.search(sentence):
+        return None
     lowered = sentence.lower()
     for category, pattern in _CATEGORY_PATTERNS.items():
-        if pattern.search(lowered):
+        for match in pattern.finditer(lowered):
+            name = match.group(1)
+            written = sentence[match.start(1) : match.end(1)]
+            if name in AMBIGUOUS_NAMES and memory_type != "instruction" and written.islower():
+                continue
             return category
     return None
+
+
+def _my_attribute(sentence: str) -> str | None:
+    """The attribute of "my <attribute> is <value>", when the value is a concrete thing."""
+    match = MY_ATTRIBUTE.search(sentence)
+    if match is None:
+        return None
+    words = [w for w in match.group(1).lower().split() if w not in ATTRIBUTE_QUALIFIERS]
+    if not words:
+        return None
+    if not words[0].startswith(("favourite", "favorite")) and not concrete_values(match.group(2)):
+        return None
+    return _slug(" ".join(words))
 
 
 def _slug(text: str) -> str:
@@ -234,13 +238,18 @@ def subject_of(sentence: str, default: str = "user") -> str:
     if match is None:
         return default
     name = match.group(1)
-    if name.lower() in STOPWORDS or name.lower() in ("user", "we", "they"):
+    if name.lower() in STATEMENT_STOPWORDS or name.lower() in ("user", "we", "they"):
         return "user" if name.lower() == "user" else default
     return _slug(name) or default
 
 
 def topic_key_for(sentence: str, memory_type: str, *, subject: str = "user") -> str | None:
-    """A normalised subject.attribute key for preferences and personal attributes.
+    """A normalised subject.attribute key: a statement with the same key replaces this one.
+
+    Personal attributes (where one lives, works, ...), the tool a preference is about
+    (package manager, editor, ...) and "my X is <value>" come first; any other
+    instruction or first-person fact is keyed by its subject and predicate
+    (``topic_keys.general_topic_key``).
 
     Args:
         sentence: the memory's text.
@@ -252,13 +261,40 @@ def topic_key_for(sentence: str, memory_type: str, *, subject: str = "user") -> 
     for pattern, key in PERSONAL_ATTRIBUTES:
         if pattern.search(sentence):
             return f"{subject_of(sentence, subject)}.{key.split('.', 1)[1]}"
-    category = _category_of(sentence)
+    category = _category_of(sentence, memory_type)
     if category is not None:
         return f"{subject}.{category}"
-    match = MY_ATTRIBUTE.search(sentence)
-    if match:
-        return f"{subject}.{_slug(match.group(1))}"
-    return None
+    attribute = _my_attribute(sentence)
+    if attribute:
+        return f"{subject}.{attribute}"
+    return general_topic_key(sentence, memory_type, subject=subject)
+
+
+# A statement of the speaker's state ("I'm vegetarian", "we are on call"), not of what
+# they are doing ("I'm painting ..."): what it says of them holds until a new one.
+STATE = re.compile(r"^(?:i|we)(?:['’](?:m|re)| am| are)\s+(?!\w+ing\b)", re.IGNORECASE)
+# Words that mark a statement as replacing an earlier one.
+UPDATE_MARKER = re.compile(
+    r"\b(?:now|anymore|any more|no longer|these days|nowadays|since then|from now on|switched)\b",
+    re.IGNORECASE,
+)
+
+
+def updates_state(new: str, old: str) -> bool:
+    """Whether ``new`` states, as an update, the same speaker's state that ``old`` stated.
+
+    "I'm fully vegan now" updates "I'm vegetarian"; whether the two are about the
+    same state is left to their similarity (``decide_by_rules``).
+    """
+    new_speaker, new_text = split_speaker(new)
+    old_speaker, old_text = split_speaker(old)
+    if new_speaker != old_speaker or new_text.rstrip().endswith("?"):
+        return False
+    return bool(
+        UPDATE_MARKER.search(new_text)
+        and STATE.match(new_text.strip())
+        and STATE.match(old_text.strip())
+    )
 
 
 def normalise_topic_key(key: str | None, *, subject: str = "user") -> str | None:
@@ -271,7 +307,7 @@ def normalise_topic_key(key: str | None, *, subject: str = "user") -> str | None
         return None
     if len(parts) == 1:
         parts.insert(0, subject)
-    return ".".join(parts[:3])
+    return ".".join(parts[:MAX_KEY_PARTS])
 
 
 LEADING_FILLER = re.compile(
@@ -281,7 +317,7 @@ LEADING_FILLER = re.compile(
 )
 
 
-def classify_by_pattern(sentence: str) -> tuple[str, float] | None:
+def classify_by_pattern(sentence: str) -> tuple[MemoryType, float] | None:
     """The memory type and importance the patterns give a sentence; None when none fires.
 
     Instructions and tasks are only ever given by patterns: an instruction is
@@ -290,22 +326,25 @@ def classify_by_pattern(sentence: str) -> tuple[str, float] | None:
     """
     sentence = LEADING_FILLER.sub("", sentence.strip())  # "Actually, switch back to npm."
     if INSTRUCTION_START.search(sentence) or INSTRUCTION_ANYWHERE.search(sentence):
-        return "instruction", 0.8
+        return "instruction", INSTRUCTION_IMPORTANCE
     if TASK_PATTERN.search(sentence):
-        return "task", 0.6
+        return "task", TASK_IMPORTANCE
     if any(pattern.search(sentence) for pattern, _ in PERSONAL_ATTRIBUTES):
-        return "fact", 0.7  # a dated change of state ("moved to Vienna in May") is still a fact
+        return (
+            "fact",
+            ATTRIBUTE_IMPORTANCE,
+        )  # a dated change of state ("moved to Vienna in May") is still a fact
     if EVENT_PATTERN.search(sentence):
-        return "event", 0.5
+        return "event", DEFAULT_IMPORTANCE
     return None
 
 
-def classify(sentence: str) -> tuple[str, float]:
+def classify(sentence: str) -> tuple[MemoryType, float]:
     """The memory type of a sentence and its importance: a fact where no pattern fires."""
-    return classify_by_pattern(sentence) or ("fact", 0.5)
+    return classify_by_pattern(sentence) or ("fact", DEFAULT_IMPORTANCE)
 
 
-def _keyword_phrase(sentence: str, limit: int = 4) -> str:
+def _keyword_phrase(sentence: str, limit: int = KEYWORDS_PER_QUESTION) -> str:
     words = [w for w in content_words(sentence) if not w.isdigit()]
     return " ".join(dict.fromkeys(words[:limit]))
 
@@ -344,55 +383,4 @@ def search_questions(
     }
     questions.extend(by_type[memory_type])
     questions.append(f"What does {subject} say about {phrase}?")
-    return list(dict.fromkeys(questions))[:5]
-
-
-def extract_from_turn(
-    content: str, *, role: str, message_id: str, first_line: int = 0
-) -> list[Candidate]:
-    """Candidates from one turn; user turns fully, others only for instructions and tasks."""
-    if role not in ("user", "assistant"):
-        return []
-    candidates = []
-    line = first_line
-    for sentence in split_sentences(content):
-        if is_informative(sentence):
-            memory_type, importance = classify(sentence)
-            if role == "user" or memory_type in ("task",):
-                key = topic_key_for(sentence, memory_type)
-                candidates.append(
-                    Candidate(
-                        type=memory_type,
-                        content=sentence,
-                        topic_key=key,
-                        importance=importance,
-                        source_message_ids=[message_id],
-                        source_spans=[(line, line)],
-                        search_queries=search_questions(sentence, memory_type, key),
-                    )
-                )
-        line += 1
-    return candidates
-
-
-def synthesize(
-    query: str, ranked: Sequence[tuple[str, float]], *, max_sentences: int = 3, floor: float = 0.5
-) -> str:
-    """An extractive answer: distinct sentences of the best hits, in rank order.
-
-    Only hits scoring at least ``floor`` times the best score contribute, so a
-    clear winner is not diluted by weaker neighbours.
-    """
-    if not ranked:
-        return ""
-    best = ranked[0][1]
-    picked: list[str] = []
-    for content, score in ranked:
-        if score < best * floor:
-            break
-        for sentence in split_sentences(content):
-            if sentence not in picked:
-                picked.append(sentence)
-            if len(picked) == max_sentences:
-                return " ".join(picked)
-    return " ".join(picked)
+    return list(dict.fromkeys(questions))[:MAX_QUESTIONS]

@@ -1,0 +1,254 @@
+"""The typed interface of a profile: one async method per operation of its actor.
+
+Everything that calls a profile actor goes through ``ProfileCalls``: the HTTP
+ingress, the in-cluster ``raymem.get_profile`` (``actors/local.py``), tests and
+benchmarks. Each method makes one explicit actor call
+(``actor.recall.remote(...)``) and checks the type of the answer, so a caller
+gets what the signature says; ``ProfileRouter`` activates the actor, caches
+its handle and retries after hibernation.
+
+Operations that add data (ingest, remember, append, import) create a profile
+that does not exist yet; every other one raises ``ProfileNotFound`` for it.
+``run_blocking`` turns any of them into a blocking call.
+"""
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from types import NoneType
+from typing import Any, TypeVar
+
+import numpy as np
+from ray.exceptions import RayActorError
+
+from raymem.actors.profile import ProcessStats
+from raymem.actors.registry import ActorHandle, ProfileRouter
+from raymem.types import (
+    AppendRequest,
+    ImportResult,
+    IngestRequest,
+    IngestResult,
+    MemoryErasure,
+    MemoryPage,
+    MemoryType,
+    MemoryWithHistory,
+    MessageList,
+    ProfileInfo,
+    RecallRequest,
+    RecallResult,
+    RememberRequest,
+    SessionDeleted,
+    SessionEnded,
+    SessionList,
+    SnapshotResult,
+    StoredMessage,
+)
+
+T = TypeVar("T")
+
+
+class ProfileCalls:
+    """The operations of one profile of one tenant."""
+
+    def __init__(self, router: ProfileRouter, tenant: str, profile: str) -> None:
+        self.router, self.tenant, self.profile = router, tenant, profile
+
+    async def _call(
+        self,
+        returns: type[T],
+        invoke: Callable[[ActorHandle], Awaitable[object]],
+        *,
+        create: bool = False,
+    ) -> T:
+        result = await self.router.call(self.tenant, self.profile, invoke, create=create)
+        if not isinstance(result, returns):
+            raise TypeError(
+                f"profile {self.profile!r} answered a {type(result).__name__},"
+                f" not a {returns.__name__}"
+            )
+        return result
+
+    # -------------------------------------------------------------- memories
+
+    async def ingest(self, request: IngestRequest) -> IngestResult:
+        """Store a conversation and extract memories from it."""
+        return await self._call(
+            IngestResult, lambda actor: actor.ingest.remote(request), create=True
+        )
+
+    async def remember(self, request: RememberRequest, memory_id: str) -> MemoryWithHistory:
+        """Remember one thing under ``memory_id`` (chosen by the caller: a retry writes once)."""
+        return await self._call(
+            MemoryWithHistory,
+            lambda actor: actor.remember.remote(request, memory_id),
+            create=True,
+        )
+
+    async def recall(
+        self, request: RecallRequest, query_vector: np.ndarray | None = None
+    ) -> RecallResult:
+        """Recall; ``query_vector`` when the caller has embedded the query already."""
+        return await self._call(
+            RecallResult, lambda actor: actor.recall.remote(request, query_vector)
+        )
+
+    async def list_memories(
+        self,
+        *,
+        types: list[MemoryType] | None = None,
+        session_id: str | None = None,
+        include_superseded: bool = False,
+        limit: int = 50,
+        before_seq: int | None = None,
+    ) -> MemoryPage:
+        """A page of memories, newest first; ``before_seq`` is a previous page's cursor."""
+        return await self._call(
+            MemoryPage,
+            lambda actor: actor.list_memories.remote(
+                types=types,
+                session_id=session_id,
+                include_superseded=include_superseded,
+                limit=limit,
+                before_seq=before_seq,
+            ),
+        )
+
+    async def get_memory(self, memory_id: str) -> MemoryWithHistory:
+        return await self._call(MemoryWithHistory, lambda actor: actor.get_memory.remote(memory_id))
+
+    async def forget(self, memory_id: str) -> None:
+        await self._call(NoneType, lambda actor: actor.forget.remote(memory_id))
+
+    async def erase_memory(self, memory_id: str) -> MemoryErasure:
+        """Erase the memory, the turns it was drawn from and the memories drawn from those."""
+        return await self._call(MemoryErasure, lambda actor: actor.erase_memory.remote(memory_id))
+
+    # -------------------------------------------------------------- sessions
+
+    async def append_message(self, session_id: str, request: AppendRequest) -> StoredMessage:
+        return await self._call(
+            StoredMessage,
+            lambda actor: actor.append_message.remote(session_id, request),
+            create=True,
+        )
+
+    async def last_messages(self, session_id: str, last: int | None = None) -> MessageList:
+        """The session's turns, oldest first; the ``last`` ones only when given."""
+        return await self._call(
+            MessageList, lambda actor: actor.last_messages.remote(session_id, last)
+        )
+
+    async def list_sessions(self) -> SessionList:
+        return await self._call(SessionList, lambda actor: actor.list_sessions.remote())
+
+    async def end_session(self, session_id: str) -> SessionEnded:
+        """End the session and consolidate it into long-term memories."""
+        return await self._call(SessionEnded, lambda actor: actor.end_session.remote(session_id))
+
+    async def delete_session(self, session_id: str) -> SessionDeleted:
+        """Erase the session: its turns, its memories and every memory drawn from its turns."""
+        return await self._call(
+            SessionDeleted, lambda actor: actor.delete_session.remote(session_id)
+        )
+
+    # ------------------------------------------------ the profile as a whole
+
+    async def activate(self) -> str:
+        """Activate the profile, creating it empty if new; returns its actor's name."""
+        return await self._call(str, lambda actor: actor.ping.remote(), create=True)
+
+    async def info(self) -> ProfileInfo:
+        """The profile's counts of messages, current memories and sessions."""
+        return await self._call(ProfileInfo, lambda actor: actor.info.remote())
+
+    async def delete(self) -> None:
+        """Delete the profile's data (local and in object storage) and free its name."""
+        await self._call(NoneType, lambda actor: actor.destroy.remote())
+        await self.router.wait_released(self.tenant, self.profile)
+
+    async def wait_vectorised(self) -> None:
+        """Return once every memory and message has its vector (tests, benchmarks)."""
+        await self._call(NoneType, lambda actor: actor.wait_vectorised.remote())
+
+    # ------------------------------------------------------------ durability
+
+    async def snapshot(self) -> SnapshotResult:
+        """Write a snapshot to object storage now."""
+        return await self._call(SnapshotResult, lambda actor: actor.snapshot.remote())
+
+    async def import_archive(self, archive: bytes) -> ImportResult:
+        """Load a JSON Lines archive (gzipped or not) into this new or empty profile."""
+        return await self._call(
+            ImportResult, lambda actor: actor.import_archive.remote(archive), create=True
+        )
+
+    async def export_chunks(self) -> AsyncIterator[bytes]:
+        """The profile as JSON Lines, in chunks, from one consistent point in time."""
+        chunks = self.router.stream(
+            self.tenant,
+            self.profile,
+            lambda actor: actor.export_chunks.options(num_returns="streaming").remote(),
+        )
+        async for chunk in chunks:
+            if not isinstance(chunk, bytes):
+                raise TypeError(f"profile {self.profile!r} exported a {type(chunk).__name__}")
+            yield chunk
+
+    # --------------------------------------------- the live actor, not woken
+
+    async def process_stats(self) -> ProcessStats | None:
+        """The live actor's process id and memory use; None when it is not live.
+
+        Never activates the profile and does not count as use, so sampling (benchmarks,
+        metrics) neither wakes a hibernated profile nor keeps an idle one awake.
+        """
+        handle = self.router.live_handle(self.tenant, self.profile)
+        if handle is None:
+            return None
+        try:
+            stats = await handle.process_stats.remote()
+        except RayActorError:  # exited since the lookup
+            return None
+        if not isinstance(stats, ProcessStats):
+            raise TypeError(f"profile {self.profile!r} answered a {type(stats).__name__}")
+        return stats
+
+    async def hibernate(self) -> None:
+        """Ask the live actor to hibernate once no call is in flight (nothing if not live)."""
+        handle = self.router.live_handle(self.tenant, self.profile)
+        if handle is not None:
+            with contextlib.suppress(RayActorError):  # exited since the lookup: asleep already
+                await handle.hibernate.remote()
+
+
+# ---------------------------------------------------------- blocking calls
+
+
+class _BackgroundLoop:
+    """One event loop on a daemon thread, started on first use."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=self._loop.run_forever, name="raymem-calls", daemon=True
+                ).start()
+            return self._loop
+
+
+_background = _BackgroundLoop()
+
+
+def run_blocking(call: Coroutine[Any, Any, T]) -> T:
+    """Wait for ``call`` (a ``ProfileCalls`` method's coroutine) from synchronous code.
+
+    Usable from any thread, inside a running event loop or not: the call runs on
+    a background loop shared by the process.
+    """
+    return asyncio.run_coroutine_threadsafe(call, _background.get()).result()

@@ -1,0 +1,361 @@
+"""The profile catalog: every profile of every tenant and its counts, in one place.
+
+A profile's SQLite file is opened by its actor alone, on whichever node the actor
+runs. Listing profiles by reading their files (as the ingress once did) was
+blocking I/O in an async route and blind to every other node. So one detached
+named actor per cluster (``raymem-catalog`` in the app's namespace) knows every
+profile of every tenant with its counts (messages, current memories, sessions);
+``GET /v1/profiles`` and ``ProfileRouter.exists`` ask it.
+
+How it learns:
+
+- A profile actor registers as it opens (awaited, so a profile is known before it
+  answers its first call), reports its counts after committed writes (debounced:
+  at most one report per ``COUNTS_REPORT_DELAY_S``, sent by a background task,
+  never on a request's path), reports them a last time when it hibernates, and
+  is removed from the catalog before its deletion is acknowledged.
+- A listing answers from what was reported, except that the profiles live right
+  now are asked for their current counts (in parallel, ``LIVE_COUNTS_TIMEOUT_S``
+  at most), so a listing right after a write shows it. Hibernated profiles are
+  never woken to be listed.
+
+Persistence: ``<data_dir>/.catalog/catalog.db``, a small SQLite file of its own (a
+name starting with a dot can never be a tenant's), so a restarted service still
+lists hibernated profiles. A catalog that has never run on this ``data_dir``
+discovers the profiles that exist already, once: the tenant directories under
+``data_dir`` and, when configured, object storage. It then activates them in the
+background, ``DISCOVERY_CONCURRENCY`` at a time, to learn their counts (profiles
+written by an older version never reported any) and lists them with zero counts
+until then.
+
+Settings: the app publishes its ``Settings`` here when it starts, and the
+in-cluster ``raymem.get_profile`` reads them, so code inside the cluster opens
+profiles exactly as the server does, whatever its own working directory.
+
+Several nodes (issue 17): the catalog is cluster-wide, so every node lists the
+same profiles. It is also where the node holding each profile's file can be
+recorded (a column beside the counts), so that without object storage a profile
+re-activates where its file is. Its own file lives on the node that runs it.
+"""
+
+import asyncio
+import logging
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+import ray
+from ray.exceptions import RayActorError
+
+from raymem.actors.layout import PROFILE_FILE, profile_path
+from raymem.config import Settings
+from raymem.export import ObjectStore
+from raymem.names import NAME
+from raymem.types import ProfileInfo
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+ActorHandle = Any  # Ray types a handle's methods only for ``@ray.method`` methods
+
+CATALOG_ACTOR = "raymem-catalog"
+CATALOG_FILE = Path(".catalog") / "catalog.db"  # under data_dir; a dot: never a tenant
+COUNTS_REPORT_DELAY_S = 2.0  # a live profile's counts are also read fresh for each listing
+LIVE_COUNTS_TIMEOUT_S = 2.0  # past this, a listing shows a live profile's reported counts
+DISCOVERY_CONCURRENCY = 4  # activations at once: each costs about a CPU-second here
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS profiles (
+    tenant TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    messages INTEGER,  -- NULL until the profile reports (discovered, not yet activated)
+    memories INTEGER,
+    sessions INTEGER,
+    reported_at REAL,
+    PRIMARY KEY (tenant, profile)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+"""
+
+Key = tuple[str, str]  # (tenant, profile)
+
+
+def _open(data_dir: str) -> sqlite3.Connection:
+    path = Path(data_dir) / CATALOG_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Autocommit; the actor's methods all run on its event loop thread, one at a time.
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")  # counts are re-reported; a lost last one is harmless
+    db.executescript(SCHEMA)
+    return db
+
+
+class ProfileCatalog:
+    """The cluster's list of profiles and their counts (a detached Ray actor)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._db = _open(settings.data_dir)
+        self._profiles: dict[str, dict[str, ProfileInfo | None]] = {}  # tenant -> name -> counts
+        self._live: dict[Key, ActorHandle] = {}
+        self._discovery: asyncio.Future[None] | None = None
+        self._learning: asyncio.Task[None] | None = None
+        self._load()
+
+    def _load(self) -> None:
+        rows = self._db.execute(
+            "SELECT tenant, profile, messages, memories, sessions FROM profiles"
+        )
+        for tenant, profile, messages, memories, sessions in rows:
+            counts = None
+            if messages is not None:
+                counts = ProfileInfo(
+                    name=profile, messages=messages, memories=memories, sessions=sessions
+                )
+            self._profiles.setdefault(tenant, {})[profile] = counts
+
+    def _meta(self, key: str) -> bytes | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def _set_meta(self, key: str, value: bytes) -> None:
+        self._db.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    # --------------------------------------------------------------- settings
+
+    async def publish(self, settings: Settings) -> None:
+        """The app's settings, published as it starts; a new ``data_dir`` moves the catalog."""
+        if settings.data_dir != self._settings.data_dir:
+            self._db.close()
+            self._db = _open(settings.data_dir)
+            self._profiles, self._live, self._discovery = {}, {}, None
+            self._load()
+        self._settings = settings
+        self._set_meta("settings", msgspec.json.encode(settings))
+
+    async def settings(self) -> Settings | None:
+        """What the app published; None if no app has published here."""
+        published = self._meta("settings")
+        return None if published is None else msgspec.json.decode(published, type=Settings)
+
+    # ---------------------------------------------------------------- reports
+
+    async def report(
+        self, tenant: str, profile: str, counts: ProfileInfo, live: ActorHandle | None
+    ) -> None:
+        """A profile's counts; ``live`` is its actor while live, None once it hibernates."""
+        await self._discovered()
+        key = (tenant, profile)
+        if live is None:
+            self._live.pop(key, None)
+        else:
+            self._live[key] = live
+        known = self._profiles.setdefault(tenant, {})
+        if profile in known and known[profile] == counts:
+            return
+        known[profile] = counts
+        self._db.execute(
+            "INSERT INTO profiles (tenant, profile, messages, memories, sessions, reported_at)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, profile) DO UPDATE SET"
+            " messages = excluded.messages, memories = excluded.memories,"
+            " sessions = excluded.sessions, reported_at = excluded.reported_at",
+            (tenant, profile, counts.messages, counts.memories, counts.sessions, time.time()),
+        )
+
+    async def forget(self, tenant: str, profile: str) -> None:
+        """The profile was deleted."""
+        await self._discovered()
+        self._live.pop((tenant, profile), None)
+        self._profiles.get(tenant, {}).pop(profile, None)
+        self._db.execute("DELETE FROM profiles WHERE tenant = ? AND profile = ?", (tenant, profile))
+
+    # ------------------------------------------------------------------ reads
+
+    async def exists(self, tenant: str, profile: str) -> bool:
+        await self._discovered()
+        if profile in self._profiles.get(tenant, {}):
+            return True
+        if profile_path(self._settings, tenant, profile).exists():
+            # A file put under data_dir behind the service's back (a copied backup, a
+            # benchmark's): known from now on; its actor reports counts as it opens.
+            self._add_found({(tenant, profile)})
+            return True
+        return False
+
+    async def profiles(self, tenant: str, only: list[str] | None = None) -> list[ProfileInfo]:
+        """The tenant's profiles by name, or those of ``only``, with their counts."""
+        await self._discovered()
+        known = self._profiles.get(tenant, {})
+        names = sorted(known if only is None else set(only) & set(known))
+        return list(await asyncio.gather(*(self._counts(tenant, name) for name in names)))
+
+    async def _counts(self, tenant: str, profile: str) -> ProfileInfo:
+        reported = self._profiles.get(tenant, {}).get(profile)
+        zero = ProfileInfo(name=profile, messages=0, memories=0, sessions=0)
+        actor = self._live.get((tenant, profile))
+        if actor is None:
+            return reported or zero
+        try:
+            current = await asyncio.wait_for(actor.counts.remote(), LIVE_COUNTS_TIMEOUT_S)
+        except RayActorError:  # died without hibernating (a crash): not live any more
+            self._live.pop((tenant, profile), None)
+        except Exception:  # hibernating right now, or slow: its report will do
+            log.debug("no current counts from profile %s/%s", tenant, profile, exc_info=True)
+        else:
+            if isinstance(current, ProfileInfo):
+                return current
+        return reported or zero
+
+    # -------------------------------------------------------------- discovery
+
+    async def _discovered(self) -> None:
+        """Wait for the one discovery of a catalog that has never run on this data_dir."""
+        if self._discovery is None:
+            self._discovery = asyncio.ensure_future(self._discover())
+        await asyncio.shield(self._discovery)
+
+    async def _discover(self) -> None:
+        if self._meta("discovered_at") is None:
+            found = self._local_profiles() | await self._stored_profiles()
+            self._add_found(found)
+            self._set_meta("discovered_at", str(time.time()).encode())
+            log.info("catalog: found %d existing profiles", len(found))
+        unknown = [
+            (tenant, name)
+            for tenant, names in self._profiles.items()
+            for name, counts in names.items()
+            if counts is None
+        ]
+        if unknown:
+            self._learning = asyncio.create_task(self._learn_counts(unknown))
+
+    def _add_found(self, found: set[Key]) -> None:
+        """Profiles found rather than reported: counts unknown until they report."""
+        for tenant, profile in found:
+            self._profiles.setdefault(tenant, {}).setdefault(profile, None)
+        self._db.executemany(
+            "INSERT OR IGNORE INTO profiles (tenant, profile) VALUES (?, ?)", sorted(found)
+        )
+
+    def _local_profiles(self) -> set[Key]:
+        found = set()
+        for db in Path(self._settings.data_dir).glob(f"*/*/{PROFILE_FILE}"):
+            tenant, profile = db.parent.parent.name, db.parent.name
+            if NAME.fullmatch(tenant) and NAME.fullmatch(profile):
+                found.add((tenant, profile))
+        return found
+
+    async def _stored_profiles(self) -> set[Key]:
+        """Profiles with objects under ``<prefix>/<tenant>/<profile>/`` in object storage."""
+        store = ObjectStore.from_settings(self._settings.object_store)
+        if store is None:
+            return set()
+        prefix = store.key() + "/" if store.key() else ""
+        try:
+            objects = await store.list(prefix)
+        except Exception:  # unreachable: they are found when first used
+            log.exception("catalog: cannot list object storage to find existing profiles")
+            return set()
+        found = set()
+        for item in objects:
+            parts = item.key[len(prefix) :].split("/")
+            if len(parts) > 2 and NAME.fullmatch(parts[0]) and NAME.fullmatch(parts[1]):
+                found.add((parts[0], parts[1]))
+        return found
+
+    async def _learn_counts(self, profiles: list[Key]) -> None:
+        """Activate profiles that never reported, a few at a time, then let them hibernate."""
+        # Imported here: the profile actor's own modules import this one.
+        from raymem.actors.calls import ProfileCalls
+        from raymem.actors.registry import ProfileRouter
+
+        router = ProfileRouter(self._settings)
+        gate = asyncio.Semaphore(DISCOVERY_CONCURRENCY)
+
+        async def learn(tenant: str, profile: str) -> None:
+            async with gate:
+                calls = ProfileCalls(router, tenant, profile)
+                try:
+                    await calls.info()  # it reports as it opens
+                    await calls.hibernate()
+                except Exception:
+                    log.warning("catalog: cannot activate profile %s/%s", tenant, profile)
+
+        await asyncio.gather(*(learn(tenant, profile) for tenant, profile in profiles))
+
+
+RemoteProfileCatalog = ray.remote(ProfileCatalog)
+
+
+class CatalogClient:
+    """Typed calls to the catalog, which is created on first use (and again if it died)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._handle: ActorHandle | None = None
+
+    def _actor(self) -> ActorHandle:
+        if self._handle is None:
+            self._handle = RemoteProfileCatalog.options(
+                name=CATALOG_ACTOR,
+                namespace=self._settings.namespace,
+                get_if_exists=True,
+                lifetime="detached",
+                num_cpus=0,
+                max_restarts=0,  # a dead catalog is created anew by its next caller
+                max_concurrency=1000,
+            ).remote(self._settings)
+        return self._handle
+
+    async def _call(
+        self, returns: type[T], invoke: Callable[[ActorHandle], Awaitable[object]]
+    ) -> T:
+        try:
+            result = await invoke(self._actor())
+        except RayActorError:  # it died: its file holds what it knew
+            self._handle = None
+            result = await invoke(self._actor())
+        if not isinstance(result, returns):
+            raise TypeError(f"the catalog answered a {type(result).__name__}")
+        return result
+
+    async def publish(self, settings: Settings) -> None:
+        await self._call(type(None), lambda catalog: catalog.publish.remote(settings))
+
+    async def report(
+        self, tenant: str, profile: str, counts: ProfileInfo, live: ActorHandle | None
+    ) -> None:
+        await self._call(
+            type(None), lambda catalog: catalog.report.remote(tenant, profile, counts, live)
+        )
+
+    async def forget(self, tenant: str, profile: str) -> None:
+        await self._call(type(None), lambda catalog: catalog.forget.remote(tenant, profile))
+
+    async def exists(self, tenant: str, profile: str) -> bool:
+        return await self._call(bool, lambda catalog: catalog.exists.remote(tenant, profile))
+
+    async def profiles(self, tenant: str, only: list[str] | None = None) -> list[ProfileInfo]:
+        listed = await self._call(list, lambda catalog: catalog.profiles.remote(tenant, only))
+        return [info for info in listed if isinstance(info, ProfileInfo)]
+
+
+def published_settings(namespace: str) -> Settings | None:
+    """The settings the raymem app of this Ray namespace published; None if none did.
+
+    Blocking; call it from ``ray.init``-ed code in the cluster.
+    """
+    try:
+        catalog = ray.get_actor(CATALOG_ACTOR, namespace=namespace)
+    except ValueError:  # no catalog: no app has run here
+        return None
+    settings: object = ray.get(catalog.settings.remote())
+    return settings if isinstance(settings, Settings) else None

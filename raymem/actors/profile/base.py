@@ -1,0 +1,393 @@
+"""A profile actor's lifecycle and background work, shared by every operation.
+
+Durable-object style: activated by name on first use, the actor opens its
+store on its first call, hibernates (closes its store and exits) after a
+configured idle time, and is re-activated by the next call. Calls that arrive
+while it hibernates raise ``ProfileClosing``, which callers retry against a
+fresh activation.
+
+``ProfileBase`` holds what every operation shares: the store, the model
+handles, the idle timer and the background tasks (vectorising new rows,
+retention, warming the vector indexes). The operations live in mixins, one
+module per area (``memories``, ``sessions``, ``archives``), put together in
+``actor.ProfileActor``; a new subsystem adds a mixin of its own.
+"""
+
+import asyncio
+import functools
+import logging
+import os
+import resource
+import time
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import msgspec
+import numpy as np
+import ray
+from ray import serve
+
+from raymem.actors.catalog import COUNTS_REPORT_DELAY_S, CatalogClient
+from raymem.actors.durability import Durability, OldCopiesRemain
+from raymem.actors.layout import profile_path
+from raymem.actors.live import live_profiles
+from raymem.actors.pools import EMBEDDER_DEPLOYMENT, GENERATOR_DEPLOYMENT, pool_generator
+from raymem.config import Settings
+from raymem.errors import ErasureIncomplete, ProfileClosing
+from raymem.pipelines.classify import TypePrototypes
+from raymem.pipelines.generators import Generator, LLMGenerator, make_generator
+from raymem.pipelines.recall import Recaller
+from raymem.store import ProfileStore, erase, to_db_time, utc_now
+from raymem.types import ProfileInfo
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+Actor = TypeVar("Actor", bound="ProfileBase")
+
+VECTOR_BATCH = 128  # rows embedded per background call
+# The idle timer looks this many times per idle timeout, but at least every 5 s
+# and at most every 50 ms: it also reports use to the node's live-profile bound.
+IDLE_CHECKS_PER_TIMEOUT = 4
+IDLE_CHECK_MIN_S = 0.05
+IDLE_CHECK_MAX_S = 5.0
+EXIT_DELAY_S = 0.05  # time for the reply being sent when the actor decides to exit
+
+
+class ProcessStats(msgspec.Struct, frozen=True, kw_only=True):
+    """A profile actor's process: its id and resident memory, now and at its peak."""
+
+    pid: int
+    rss_bytes: int
+    peak_rss_bytes: int
+
+
+def entry(
+    method: Callable[Concatenate[Actor, P], Awaitable[T]],
+) -> Callable[Concatenate[Actor, P], Awaitable[T]]:
+    """Wrap a public operation: refuse it while closing, count it, keep the actor awake,
+    and open the store first."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Actor, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        if self._closing:
+            raise ProfileClosing(self.name)
+        self._inflight += 1
+        self._last_used = time.monotonic()
+        try:
+            await self._ensure_open()
+            return await method(self, *args, **kwargs)
+        finally:
+            self._inflight -= 1
+            self._last_used = time.monotonic()
+
+    return wrapper
+
+
+class ProfileBase:
+    """One profile: its store, recall state, background vectorisation and idle timer."""
+
+    def __init__(self, tenant: str, profile: str, settings: Settings) -> None:
+        self.tenant, self.profile, self.settings = tenant, profile, settings
+        self.name = f"{tenant}/{profile}"
+        self.path = profile_path(settings, tenant, profile)
+        self._store: ProfileStore | None = None
+        self._durability = Durability(settings, tenant, profile)
+        self._recaller: Recaller | None = None
+        self._open_lock = asyncio.Lock()
+        self._embedder: Any = None  # the embedder pool's deployment handle
+        self._generator: Generator | None = None
+        self._prototypes = TypePrototypes()  # embedded on the first ingest that needs them
+        self._vectoriser: asyncio.Task[None] | None = None
+        self._idle_watch: asyncio.Task[None] | None = None
+        self._retention: asyncio.Task[None] | None = None
+        self._warming: asyncio.Task[None] | None = None
+        self._live: Any = None  # this node's LiveProfiles tracker
+        self._catalog = CatalogClient(settings)
+        self._catalog_lock = asyncio.Lock()  # one report at a time, in order
+        self._catalog_done = False  # the last report (hibernation, deletion) was sent
+        self._counts_changed = False
+        self._counts_reporter: asyncio.Task[None] | None = None
+        self._closing = False
+        self._inflight = 0
+        self._last_used = time.monotonic()
+
+    @property
+    def _open_store(self) -> ProfileStore:
+        """The store; every ``entry`` opens it before the operation runs."""
+        assert self._store is not None
+        return self._store
+
+    @property
+    def _open_recaller(self) -> Recaller:
+        assert self._recaller is not None
+        return self._recaller
+
+    # ------------------------------------------------------------- lifecycle
+
+    async def _ensure_open(self) -> None:
+        if self._store is not None:
+            return
+        async with self._open_lock:
+            if self._store is not None:
+                return
+            self._embedder = serve.get_deployment_handle(
+                EMBEDDER_DEPLOYMENT, app_name=self.settings.app_name
+            )
+            info = await self._embedder.info.remote()
+            store = await self._durability.open(self.path, dim=info["dim"], embedder=info["name"])
+            self._generator = self._make_generator()
+            chat = self._generator.chat if isinstance(self._generator, LLMGenerator) else None
+            self._recaller = Recaller(store, self.settings.recall, self._embed, chat)
+            self._store = store
+            self._live = live_profiles(self.settings.namespace, self.settings.profiles.max_live)
+            await self._report_counts()  # listed, and known to exist, before the first answer
+            await self._report_use()
+            self._idle_watch = asyncio.create_task(self._watch_idle())
+            self._retention = asyncio.create_task(self._apply_retention())
+            self._warming = asyncio.create_task(self._warm_vector_indexes(store))
+            self._vectorise_soon()  # catch up on anything left unembedded by a crash
+
+    def _models(self) -> dict[str, Any]:
+        """The generator, embedding function and type prototypes the ingest pipeline uses."""
+        models = self.settings.models
+        return {
+            "generator": self._generator,
+            "embed": self._embed if models.reconcile_by_similarity else None,
+            "prototypes": self._prototypes,
+        }
+
+    def _make_generator(self) -> Generator | None:
+        """None for the embedded rules (run in-process); a model backend otherwise."""
+        models = self.settings.models
+        if models.generator == "rules":
+            return None
+        if models.generator == "openai":
+            return make_generator(models)  # the endpoint is called from here directly
+        handle = serve.get_deployment_handle(GENERATOR_DEPLOYMENT, app_name=self.settings.app_name)
+        return pool_generator(handle, models, profile=self.name)
+
+    async def _embed(self, texts: list[str]) -> np.ndarray:
+        vectors: np.ndarray = await self._embedder.embed.remote(texts)
+        return vectors
+
+    async def _report_use(self) -> None:
+        """Tell the node's tracker when this profile was last used (it bounds live actors)."""
+        me = ray.get_runtime_context().current_actor
+        try:
+            await self._live.touch.remote(self.name, me, time.monotonic() - self._last_used)
+        except Exception:  # the bound is best effort; serving goes on
+            log.warning(
+                "profile %s cannot reach the live-profile tracker", self.name, exc_info=True
+            )
+            self._live = live_profiles(self.settings.namespace, self.settings.profiles.max_live)
+
+    async def hibernate(self) -> None:
+        """Hibernate as soon as no call is in flight (asked by the live-profile bound)."""
+        self._last_used = float("-inf")
+
+    async def _watch_idle(self) -> None:
+        timeout = self.settings.profiles.idle_timeout_s
+        interval = min(max(timeout / IDLE_CHECKS_PER_TIMEOUT, IDLE_CHECK_MIN_S), IDLE_CHECK_MAX_S)
+        while True:
+            await asyncio.sleep(interval)
+            if self._last_used != float("-inf"):
+                await self._report_use()
+            idle = time.monotonic() - self._last_used
+            busy = self._vectoriser is not None and not self._vectoriser.done()
+            if idle >= timeout and self._inflight == 0 and not busy:
+                await self._hibernate()
+                return
+
+    async def _hibernate(self) -> None:
+        self._closing = True
+        try:
+            await self._durability.close()
+        except Exception:  # object storage unreachable: stay awake, so nothing is lost
+            log.exception("profile %s cannot hibernate yet", self.name)
+            self._closing = False
+            try:
+                await self._durability.resume()
+            except Exception:
+                log.exception(
+                    "profile %s: shipping could not restart; retried on next write", self.name
+                )
+            self._idle_watch = asyncio.create_task(self._watch_idle())
+            return
+        await self._report_counts(last=True)  # listed with its counts while asleep
+        if self._store is not None:
+            await self._store.close()
+        self._leave_tracker()
+        log.info(
+            "profile %s hibernates after %.0f s idle", self.name, time.monotonic() - self._last_used
+        )
+        self._exit_soon()
+
+    def _leave_tracker(self) -> None:
+        if self._live is not None:
+            self._live.leave.remote(self.name)
+
+    def _exit_soon(self) -> None:
+        """Kill this actor's process right after the current reply is sent.
+
+        The store is closed first, so nothing is lost; calls queued behind this one
+        fail with ActorDiedError without having run, and callers retry them against
+        a fresh activation. (A graceful ``__ray_terminate__`` sent to oneself left
+        the name taken for seconds here.)
+        """
+        me = ray.get_runtime_context().current_actor
+        asyncio.get_running_loop().call_later(EXIT_DELAY_S, lambda: ray.kill(me, no_restart=True))
+
+    # ------------------------------------------------------- background work
+
+    async def _warm_vector_indexes(self, store: ProfileStore) -> None:
+        """Read the vector indexes into memory now rather than on the first recall."""
+        try:
+            await store.warm_vector_indexes()
+        except Exception:  # the first search reads them again, and reports what fails
+            log.exception("profile %s: warming the vector indexes failed", self.name)
+
+    async def _apply_retention(self) -> None:
+        """Erase raw turns past the retention period now and then; memories stay."""
+        days = self.settings.profiles.retention_days
+        while days > 0 and not self._closing:
+            try:
+                await self._purge_older_than(days)
+            except Exception:
+                log.exception("retention purge of profile %s failed", self.name)
+            await asyncio.sleep(self.settings.profiles.retention_check_s)
+
+    async def _purge_older_than(self, days: float) -> int:
+        """Erase raw turns received more than ``days`` ago; returns how many."""
+        cutoff = to_db_time(utc_now() - timedelta(days=days))
+        async with self._open_store.write() as writer:
+            purged = await erase.erase_turns_before(writer, cutoff)
+        if purged:
+            log.info("profile %s: erased %d turns older than %s", self.name, purged, cutoff)
+            await self._after_write()
+            await self._finish_erasure(f"{purged} turns older than {cutoff}")
+        return purged
+
+    async def _finish_erasure(self, what: str) -> None:
+        """Remove the copies made before an erasure: the file's log, object storage.
+
+        Raises:
+            ErasureIncomplete: some remain; the same call again finishes the removal
+                (activation, each snapshot round and hibernation retry it meanwhile).
+        """
+        try:
+            await self._durability.remove_erased_copies()
+        except OldCopiesRemain as exc:
+            raise ErasureIncomplete(what, str(exc)) from exc
+
+    async def _after_write(self) -> None:
+        """Every committed write: embed what is new, ship the ledger as durability says,
+        and tell the catalog the new counts soon."""
+        self._vectorise_soon()
+        self._report_counts_soon()
+        await self._durability.after_write()
+
+    # ------------------------------------------------------------ the catalog
+
+    def _report_counts_soon(self) -> None:
+        """Report the counts within COUNTS_REPORT_DELAY_S: one report for a burst of writes."""
+        self._counts_changed = True
+        if self._counts_reporter is None or self._counts_reporter.done():
+            self._counts_reporter = asyncio.create_task(self._report_changed_counts())
+
+    async def _report_changed_counts(self) -> None:
+        while self._counts_changed and not self._closing:
+            await asyncio.sleep(COUNTS_REPORT_DELAY_S)
+            self._counts_changed = False
+            await self._report_counts()
+
+    async def _report_counts(self, *, last: bool = False) -> None:
+        """Send the catalog this profile's counts; ``last``: it hibernates, and says no more."""
+        async with self._catalog_lock:
+            if self._catalog_done:
+                return
+            self._catalog_done = last
+            try:
+                counts = await self._open_store.reads.info(self.profile)
+                me = None if last else ray.get_runtime_context().current_actor
+                await self._catalog.report(self.tenant, self.profile, counts, me)
+            except Exception:  # listing is best effort; the next report corrects it
+                log.warning("profile %s cannot report to the catalog", self.name, exc_info=True)
+
+    async def _leave_catalog(self) -> None:
+        """The profile is deleted: it leaves the catalog, after any report in flight."""
+        async with self._catalog_lock:
+            self._catalog_done = True
+            await self._catalog.forget(self.tenant, self.profile)
+
+    def _vectorise_soon(self) -> None:
+        if self._vectoriser is None or self._vectoriser.done():
+            self._vectoriser = asyncio.create_task(self._vectorise_pending())
+
+    async def _vectorise_pending(self) -> None:
+        """Embed every memory and message still without a vector, in batches."""
+        store = self._store
+        try:
+            while store is not None and not self._closing:
+                did_work = False
+                for table in ("memory_vectors", "message_vectors"):
+                    pending = await store.reads.pending_vectors(table, limit=VECTOR_BATCH)
+                    if pending:
+                        texts = [text for _, text in pending]
+                        vectors = await self._embedder.embed_background.remote(texts)
+                        async with store.write() as writer:
+                            await writer.set_vectors(
+                                table, [(seq, vectors[i]) for i, (seq, _) in enumerate(pending)]
+                            )
+                        did_work = True
+                if not did_work:
+                    return
+        except Exception:  # retried on the next write or activation; the rows stay pending
+            log.exception("vectorising profile %s failed", self.name)
+
+    # ------------------------------------------------ the profile as a whole
+
+    @entry
+    async def ping(self) -> str:
+        """The actor's name, once the profile is open (activates it)."""
+        return self.name
+
+    @entry
+    async def info(self) -> ProfileInfo:
+        return await self._open_store.reads.info(self.profile)
+
+    @entry
+    async def wait_vectorised(self) -> None:
+        """Return once every pending memory and message has its vector (tests, benchmarks)."""
+        while self._vectoriser is not None and not self._vectoriser.done():
+            await asyncio.shield(self._vectoriser)
+        await self._after_write()
+        assert self._vectoriser is not None
+        await asyncio.shield(self._vectoriser)
+
+    # ------------------------------- monitoring: never opens, never counts as use
+
+    async def counts(self) -> ProfileInfo:
+        """The current counts, for the catalog's listings (not an ``entry``, like below).
+
+        Raises:
+            ProfileClosing: not open, or hibernating: the catalog has its last report.
+        """
+        if self._store is None or self._closing:
+            raise ProfileClosing(self.name)
+        return await self._store.reads.info(self.profile)
+
+    async def process_stats(self) -> ProcessStats:
+        """This actor's process id and resident memory (benchmarks, metrics).
+
+        Not an ``entry``: asking does not keep an idle profile awake.
+        """
+        with open("/proc/self/statm") as statm:
+            rss_pages = int(statm.read().split()[1])
+        return ProcessStats(
+            pid=os.getpid(),
+            rss_bytes=rss_pages * os.sysconf("SC_PAGE_SIZE"),
+            peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        )
