@@ -15,6 +15,7 @@ from raymem.names import DEFAULT_TENANT, validate_name
 from raymem.types import (
     IngestRequest,
     IngestResult,
+    MemoryErasure,
     MemoryPage,
     MemoryType,
     MemoryWithHistory,
@@ -106,7 +107,13 @@ class LocalProfile:
         return run_blocking(self._calls.get_memory(memory_id))
 
     def forget(self, memory_id: str) -> None:
+        """Hide a memory from recall and listings; its text stays (see ``erase``)."""
         run_blocking(self._calls.forget(memory_id))
+
+    def erase(self, memory_id: str) -> MemoryErasure:
+        """Remove a memory's text from every copy: the memory, the turns it was drawn from
+        and every memory drawn from those turns."""
+        return run_blocking(self._calls.erase_memory(memory_id))
 
 
 class AppNotRunning(RuntimeError):
