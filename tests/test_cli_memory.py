@@ -105,6 +105,6 @@ def test_rm_deletes_a_session_then_the_profile(serve_app, filled):
 
 
 def test_every_memory_command_has_help():
-    for command in ("ls", "show", "search", "end", "rm"):
+    for command in ("ls", "show", "search", "end", "rm", "erase"):
         out = memory_cli(command, "--help")
         assert out.returncode == 0 and "--url" in out.stdout and "--token" in out.stdout

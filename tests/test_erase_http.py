@@ -114,6 +114,15 @@ def test_erasing_a_memory_removes_its_text_everywhere(
     assert "green tea" in recall_text(http, profile_name, "What do I drink in the morning?")
 
 
+def test_the_erase_route_is_documented(http: httpx.Client) -> None:
+    schema = http.get("/openapi.json").json()
+    route = schema["paths"]["/v1/profiles/{profile}/memories/{memory_id}/erase"]["post"]
+    answer = route["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    assert answer == "#/components/schemas/MemoryErasure"
+    fields = schema["components"]["schemas"]["MemoryErasure"]["properties"]
+    assert set(fields) == {"memory_id", "memories_erased", "messages_erased", "erased_memory_ids"}
+
+
 def test_erasing_twice_is_a_success_that_erases_nothing_more(
     http: httpx.Client, profile_name: str
 ) -> None:
