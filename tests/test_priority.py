@@ -33,6 +33,12 @@ async def _until(condition, timeout: float = 5.0) -> None:
             await asyncio.sleep(0.001)
 
 
+def _waiting(batcher: PriorityBatcher) -> tuple[int, int]:
+    """Requests queued, the running call's included until it is done: (interactive, background)."""
+    stats = batcher.stats()
+    return stats["waiting_interactive"], stats["waiting_background"]
+
+
 async def _occupy(batcher: PriorityBatcher, model: RecordingModel, texts: list[str], **kw):
     """Start a first call and hold it in the model, so that what follows has to queue."""
     model.release.clear()
@@ -83,7 +89,7 @@ async def test_interactive_work_goes_before_waiting_background_work():
     batcher = PriorityBatcher(model, background_chunk=2)
     backlog = await _occupy(batcher, model, [f"turn {i}" for i in range(6)], background=True)
     queries = [asyncio.create_task(batcher.run([f"query {i}"])) for i in range(3)]
-    await asyncio.sleep(0.01)
+    await _until(lambda: _waiting(batcher) == (3, 1))  # the backlog stays queued until done
     model.release.set()
     results = await asyncio.gather(backlog, *queries)
     # The first background chunk was already running; the three queries share the next call.
@@ -130,7 +136,7 @@ async def test_a_failed_call_fails_its_callers_only():
     first = await _occupy(batcher, model, ["warm"])
     model.fail_on = "bad"
     doomed = asyncio.create_task(batcher.run(["bad", "x"]))
-    await asyncio.sleep(0.01)
+    await _until(lambda: _waiting(batcher) == (2, 0))  # the running call's request counts
     model.release.set()
     assert (await first)[0, 0] == 4.0
     with pytest.raises(RuntimeError, match="model failed"):
@@ -144,7 +150,7 @@ async def test_an_abandoned_request_costs_no_model_time():
     batcher = PriorityBatcher(model)
     first = await _occupy(batcher, model, ["busy"])
     gone = asyncio.create_task(batcher.run(["never embedded"], background=True))
-    await asyncio.sleep(0.01)
+    await _until(lambda: _waiting(batcher) == (1, 1))
     gone.cancel()
     model.release.set()
     await first
@@ -165,9 +171,9 @@ async def test_a_query_does_not_wait_for_a_large_ingest_queued_before_it():
     batcher = PriorityBatcher(model, max_batch=4)
     first = await _occupy(batcher, model, ["busy"])
     ingest = asyncio.create_task(batcher.run([f"memory {i}" for i in range(10)]))
-    await asyncio.sleep(0.01)
+    await _until(lambda: _waiting(batcher) == (2, 0))
     query = asyncio.create_task(batcher.run(["query"]))
-    await asyncio.sleep(0.01)
+    await _until(lambda: _waiting(batcher) == (3, 0))
     model.release.set()
     await asyncio.gather(first, ingest, query)
     # The query goes in the next call, and the ingest fills the rest of every call.

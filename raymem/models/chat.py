@@ -184,7 +184,7 @@ class TransformersChat:
         with torch.inference_mode():
             output = self._model.generate(
                 **inputs,
-                past_key_values=states,
+                cache=states,
                 max_new_tokens=max_tokens,
                 do_sample=False,
                 pad_token_id=self._tokenizer.pad_token_id,
@@ -212,7 +212,7 @@ class TransformersChat:
         if cached is None or held < shared:  # compute the part of the prefix it lacks
             with torch.inference_mode():
                 rest = torch.tensor([prefix[held:]], device=self.device)
-                output = self._model(input_ids=rest, past_key_values=cached, use_cache=True)
+                output = self._model(input_ids=rest, cache=cached, use_cache=True)
             states = output.past_key_values
         else:
             states = cached
