@@ -10,6 +10,7 @@ import msgspec
 
 from raymem.cli_common import client_options, open_client, server_errors
 from raymem.cli_memory import memory
+from raymem.cli_procedural import procedural
 from raymem.config import ConfigError, Settings, load_settings
 
 INGEST_BATCH = 500  # turns per request, well inside the server's default limit
@@ -198,6 +199,7 @@ def snapshot(profile: str, url: str, token: str | None) -> None:
 
 
 cli.add_command(memory)
+cli.add_command(procedural)
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ it, and have the same methods with the same parameters.
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from types import NoneType
-from typing import Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import httpx
 import msgspec
@@ -37,6 +37,9 @@ from raymem.types import (
     SnapshotResult,
     StoredMessage,
 )
+
+if TYPE_CHECKING:
+    from raymem.client_procedural import AsyncProceduralClient, ProceduralClient
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_TIMEOUT_S = 60.0
@@ -356,6 +359,13 @@ class Profile(_Profile):
     def session(self, session_id: str) -> "SessionClient":
         return SessionClient(self._client, self.name, session_id)
 
+    @property
+    def procedural(self) -> "ProceduralClient":
+        """Procedural memory: actions, sequences, patterns, injection, metrics, skills."""
+        from raymem.client_procedural import ProceduralClient  # it builds on this module
+
+        return ProceduralClient(self._client, self.name)
+
     def delete(self) -> None:
         """Delete the profile and all its data."""
         self._client._send(self._delete())
@@ -521,6 +531,13 @@ class AsyncProfile(_Profile):
 
     def session(self, session_id: str) -> "AsyncSessionClient":
         return AsyncSessionClient(self._client, self.name, session_id)
+
+    @property
+    def procedural(self) -> "AsyncProceduralClient":
+        """Procedural memory: actions, sequences, patterns, injection, metrics, skills."""
+        from raymem.client_procedural import AsyncProceduralClient  # it builds on this module
+
+        return AsyncProceduralClient(self._client, self.name)
 
     async def delete(self) -> None:
         """Delete the profile and all its data."""

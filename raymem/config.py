@@ -161,6 +161,22 @@ class RecallSettings(Section, frozen=True):
     fts_postings_budget: int = 5000
 
 
+class ProceduralSettings(Section, frozen=True):
+    """Procedural memory's passes (see ``raymem.pipelines.procedural``).
+
+    Sequences and patterns are evaluated every ``evaluate_interval_s`` while a profile
+    is live (and when it wakes); metrics and skill proposals once ``metrics_interval_s``
+    has passed since they last ran, so a profile that sleeps overnight catches up
+    when it wakes.
+    """
+
+    quiet_after_s: float = 300.0  # a session's actions form a sequence once it is this quiet
+    evaluate_interval_s: float = 900.0
+    metrics_interval_s: float = 86_400.0
+    pattern_window_days: float = 30.0  # patterns are measured over sequences this recent
+    max_actions_per_request: int = 1_000
+
+
 class Settings(Section, frozen=True):
     data_dir: str = "./raymem-data"
     app_name: str = "raymem"
@@ -173,6 +189,7 @@ class Settings(Section, frozen=True):
     models: ModelSettings = ModelSettings()
     limits: LimitSettings = LimitSettings()
     recall: RecallSettings = RecallSettings()
+    procedural: ProceduralSettings = ProceduralSettings()
 
 
 class ConfigError(ValueError):

@@ -127,6 +127,50 @@ class ProfileClosing(RaymemError):
         return f"Profile {self.profile!r} is hibernating; retry"
 
 
+class PatternNotFound(NotFound):
+    code = "pattern_not_found"
+
+    def __init__(self, pattern_id: str) -> None:
+        super().__init__(pattern_id)
+        self.pattern_id = pattern_id
+
+    def __str__(self) -> str:
+        return f"Pattern {self.pattern_id!r} does not exist"
+
+
+class MetricNotFound(NotFound):
+    code = "metric_not_found"
+
+    def __init__(self, metric_id: str) -> None:
+        super().__init__(metric_id)
+        self.metric_id = metric_id
+
+    def __str__(self) -> str:
+        return f"Metric {self.metric_id!r} does not exist"
+
+
+class SkillNotFound(NotFound):
+    code = "skill_not_found"
+
+    def __init__(self, skill_id: str) -> None:
+        super().__init__(skill_id)
+        self.skill_id = skill_id
+
+    def __str__(self) -> str:
+        return f"Skill {self.skill_id!r} does not exist"
+
+
+class SequenceNotFound(NotFound):
+    code = "sequence_not_found"
+
+    def __init__(self, sequence_id: str) -> None:
+        super().__init__(sequence_id)
+        self.sequence_id = sequence_id
+
+    def __str__(self) -> str:
+        return f"Action sequence {self.sequence_id!r} does not exist"
+
+
 class ErasureIncomplete(RaymemError):
     """An erasure committed in the profile's file, but older copies could not be removed yet.
 

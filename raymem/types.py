@@ -183,6 +183,7 @@ class SessionEnded(Schema, kw_only=True):
     memories: MemoryCounts
     memory_ids: list[str]
     latency_ms: dict[str, float] = {}  # per pipeline stage, and total
+    action_sequence_id: str | None = None  # the sequence its agent's actions were closed into
 
 
 class ProfileInfo(Schema, kw_only=True):

@@ -21,7 +21,7 @@ ALLOWED: dict[str, set[str]] = {
     "actors": {"pipelines", "store", "models", "export"},
     "serve": {"actors"},
 }
-SHARED = {"types", "config", "errors", "names"}
+SHARED = {"types", "types_procedural", "config", "errors", "names"}
 #: Layers that must not import Ray at all (they are tested without a cluster).
 NO_RAY = {"store", "pipelines", "models", "export"}
 

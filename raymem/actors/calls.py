@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from datetime import datetime
 from types import NoneType
 from typing import Any, TypeVar
 
@@ -43,6 +44,33 @@ from raymem.types import (
     SessionList,
     SnapshotResult,
     StoredMessage,
+)
+from raymem.types_procedural import (
+    ActionPage,
+    ActionSequence,
+    AnnotateRequest,
+    CaptureRequest,
+    CaptureResult,
+    CompareRequest,
+    EvaluateResult,
+    Injection,
+    InjectRequest,
+    Metric,
+    MetricBenchmark,
+    MetricComparison,
+    MetricIn,
+    MetricList,
+    MetricValueAt,
+    Outcome,
+    Pattern,
+    PatternList,
+    PatternWithHistory,
+    ProceduralState,
+    SequencePage,
+    Skill,
+    SkillIn,
+    SkillList,
+    SkillStatus,
 )
 
 T = TypeVar("T")
@@ -151,6 +179,197 @@ class ProfileCalls:
         return await self._call(
             SessionDeleted, lambda actor: actor.delete_session.remote(session_id)
         )
+
+    # ------------------------------------------------------ procedural memory
+
+    async def procedural_state(self) -> ProceduralState:
+        """Whether procedural memory is on, and what it holds."""
+        return await self._call(ProceduralState, lambda actor: actor.procedural_state.remote())
+
+    async def set_procedural(self, enabled: bool) -> ProceduralState:
+        """Turn procedural memory on or off (off keeps everything readable)."""
+        return await self._call(
+            ProceduralState, lambda actor: actor.set_procedural.remote(enabled), create=True
+        )
+
+    async def capture_actions(self, request: CaptureRequest) -> CaptureResult:
+        """Store actions (idempotent by id); nothing while procedural memory is off."""
+        return await self._call(
+            CaptureResult, lambda actor: actor.capture_actions.remote(request), create=True
+        )
+
+    async def list_actions(
+        self,
+        *,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        action_type: str | None = None,
+        outcome: Outcome | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> ActionPage:
+        """The timeline, newest first; ``cursor`` is a previous page's ``next_cursor``."""
+        return await self._call(
+            ActionPage,
+            lambda actor: actor.list_actions.remote(
+                session_id=session_id,
+                agent_id=agent_id,
+                action_type=action_type,
+                outcome=outcome,
+                since=since,
+                until=until,
+                limit=limit,
+                cursor=cursor,
+            ),
+        )
+
+    async def list_sequences(
+        self,
+        *,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        outcome: Outcome | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> SequencePage:
+        """Action sequences by the time they ended, newest first."""
+        return await self._call(
+            SequencePage,
+            lambda actor: actor.list_sequences.remote(
+                session_id=session_id,
+                agent_id=agent_id,
+                outcome=outcome,
+                since=since,
+                until=until,
+                limit=limit,
+                cursor=cursor,
+            ),
+        )
+
+    async def search_sequences(self, query: str, *, limit: int = 10) -> SequencePage:
+        """Sequences whose intent summary matches ``query`` (text and vector), best first."""
+        return await self._call(
+            SequencePage, lambda actor: actor.search_sequences.remote(query, limit)
+        )
+
+    async def get_sequence(self, sequence_id: str) -> ActionSequence:
+        return await self._call(
+            ActionSequence, lambda actor: actor.get_sequence.remote(sequence_id)
+        )
+
+    async def evaluate_procedural(self, now: datetime | None = None) -> EvaluateResult:
+        """Run the sequence, pattern and metric passes now (at ``now`` when given)."""
+        return await self._call(EvaluateResult, lambda actor: actor.evaluate_procedural.remote(now))
+
+    async def list_patterns(
+        self,
+        *,
+        action_type: str | None = None,
+        target_type: str | None = None,
+        outcome: Outcome | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        include_inactive: bool = False,
+        limit: int = 100,
+    ) -> PatternList:
+        """Patterns by confidence; ``since``/``until`` bound when they were last seen."""
+        return await self._call(
+            PatternList,
+            lambda actor: actor.list_patterns.remote(
+                action_type=action_type,
+                target_type=target_type,
+                outcome=outcome,
+                since=since,
+                until=until,
+                include_inactive=include_inactive,
+                limit=limit,
+            ),
+        )
+
+    async def get_pattern(self, pattern_id: str) -> PatternWithHistory:
+        """A pattern with its supersession chain."""
+        return await self._call(
+            PatternWithHistory, lambda actor: actor.get_pattern.remote(pattern_id)
+        )
+
+    async def annotate_pattern(self, pattern_id: str, request: AnnotateRequest) -> Pattern:
+        """Set or clear an operator's note on a pattern, or suppress it."""
+        return await self._call(
+            Pattern, lambda actor: actor.annotate_pattern.remote(pattern_id, request)
+        )
+
+    async def inject(self, request: InjectRequest) -> Injection:
+        """The "past experience" block for an action about to be taken."""
+        return await self._call(Injection, lambda actor: actor.inject.remote(request))
+
+    async def list_metrics(self) -> MetricList:
+        return await self._call(MetricList, lambda actor: actor.list_metrics.remote())
+
+    async def define_metric(self, request: MetricIn) -> Metric:
+        """Save a custom metric."""
+        return await self._call(Metric, lambda actor: actor.define_metric.remote(request))
+
+    async def preview_metric(
+        self, request: MetricIn, *, now: datetime | None = None
+    ) -> MetricValueAt:
+        """What a custom metric would measure at ``now`` (default: now), without saving it."""
+        return await self._call(
+            MetricValueAt, lambda actor: actor.preview_metric.remote(request, now)
+        )
+
+    async def set_metric_active(self, metric_id: str, active: bool) -> Metric:
+        return await self._call(
+            Metric, lambda actor: actor.set_metric_active.remote(metric_id, active)
+        )
+
+    async def delete_metric(self, metric_id: str) -> None:
+        """Delete a custom metric and its benchmark rows (a built-in cannot be deleted)."""
+        await self._call(NoneType, lambda actor: actor.delete_metric.remote(metric_id))
+
+    async def metric_benchmark(self, metric_id: str, *, limit: int = 1000) -> MetricBenchmark:
+        """A metric's benchmark rows over time, oldest first."""
+        return await self._call(
+            MetricBenchmark, lambda actor: actor.metric_benchmark.remote(metric_id, limit)
+        )
+
+    async def compare_metrics(self, request: CompareRequest) -> MetricComparison:
+        """Two metrics over one window, or one metric over two windows."""
+        return await self._call(
+            MetricComparison, lambda actor: actor.compare_metrics.remote(request)
+        )
+
+    async def list_skills(
+        self,
+        *,
+        query: str | None = None,
+        status: SkillStatus | None = "active",
+        limit: int = 50,
+    ) -> SkillList:
+        """Skills of a status (None: all) by name, or the active ones best for ``query``."""
+        return await self._call(
+            SkillList,
+            lambda actor: actor.list_skills.remote(query=query, status=status, limit=limit),
+        )
+
+    async def add_skill(self, request: SkillIn) -> Skill:
+        return await self._call(Skill, lambda actor: actor.add_skill.remote(request), create=True)
+
+    async def get_skill(self, skill_id: str) -> Skill:
+        return await self._call(Skill, lambda actor: actor.get_skill.remote(skill_id))
+
+    async def update_skill(self, skill_id: str, request: SkillIn) -> Skill:
+        return await self._call(Skill, lambda actor: actor.update_skill.remote(skill_id, request))
+
+    async def review_skill(self, skill_id: str, *, adopt: bool) -> Skill:
+        """Adopt a candidate skill (it becomes active) or discard it."""
+        return await self._call(Skill, lambda actor: actor.review_skill.remote(skill_id, adopt))
+
+    async def delete_skill(self, skill_id: str) -> None:
+        await self._call(NoneType, lambda actor: actor.delete_skill.remote(skill_id))
 
     # ------------------------------------------------ the profile as a whole
 

@@ -9,6 +9,7 @@ import msgspec
 
 from raymem.actors.calls import ProfileCalls, run_blocking
 from raymem.actors.catalog import published_settings
+from raymem.actors.local_procedural import LocalProcedural
 from raymem.actors.registry import ProfileRouter
 from raymem.config import Settings
 from raymem.names import DEFAULT_TENANT, validate_name
@@ -40,6 +41,11 @@ class LocalProfile:
     @property
     def name(self) -> str:
         return self._calls.profile
+
+    @property
+    def procedural(self) -> LocalProcedural:
+        """Procedural memory: actions, sequences, patterns, injection, metrics, skills."""
+        return LocalProcedural(self._calls)
 
     def ingest(
         self, messages: Iterable[Mapping[str, Any] | MessageIn], *, session_id: str

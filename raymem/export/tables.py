@@ -6,7 +6,7 @@ entry in ``ARCHIVE_TABLES``, in the order the tables are written. A subsystem
 that keeps tables of its own adds its line types and entries here.
 """
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -72,6 +72,121 @@ class MemoryLine(Line, tag="memory", kw_only=True, omit_defaults=True):
     erased_at: str | None = None
 
 
+class ProceduralStateLine(Line, tag="procedural_state", kw_only=True):
+    id: int
+    enabled: bool
+    updated_at: str
+
+
+class ActionLine(Line, tag="action", kw_only=True):
+    id: str
+    session_id: Name
+    agent_id: str | None
+    action_type: str
+    target_type: str
+    target_ids: list[str]
+    outcome: str
+    error_code: str | None
+    duration_ms: float | None
+    intent: str
+    at: str
+    captured_at: str
+    sequence_id: str | None
+
+
+class ActionSequenceLine(Line, tag="action_sequence", kw_only=True):
+    id: str
+    session_id: Name
+    agent_id: str | None
+    started_at: str
+    ended_at: str
+    closed_at: str
+    closed_by: str
+    outcome: str
+    action_count: int
+    failure_count: int
+    duration_ms: float
+    intent: str
+    summarised_by: str
+    steps: list[Any]
+    warned: list[str]
+    avoided: bool | None
+
+
+class PatternLine(Line, tag="pattern", kw_only=True):
+    id: str
+    action_type: str
+    target_type: str
+    error_code: str | None
+    outcome: str
+    confidence: float
+    samples: int
+    hits: int
+    precondition: str | None
+    target_ids: list[str]
+    recommendation: str
+    first_seen: str
+    last_seen: str
+    reinforced_at: str
+    decay_steps: int
+    evidence_through: str
+    created_at: str
+    updated_at: str
+    superseded_by: str | None
+    deleted_at: str | None
+    suppressed: bool
+    annotation: str | None
+
+
+class PatternInjectionLine(Line, tag="pattern_injection", kw_only=True):
+    id: str
+    session_id: Name
+    agent_id: str | None
+    pattern_id: str
+    at: str
+    sequence_id: str | None
+
+
+class MetricLine(Line, tag="metric", kw_only=True):
+    id: Name
+    builtin: bool
+    active: bool
+    description: str
+    action_types: list[str]
+    target_types: list[str]
+    success_condition: str
+    aggregation: str
+    value: str
+    window_days: float
+    baseline: float | None
+    baseline_samples: int
+    created_at: str
+    updated_at: str
+
+
+class MetricBenchmarkLine(Line, tag="metric_benchmark", kw_only=True):
+    metric_id: Name
+    at: str
+    value: float | None
+    samples: int
+    baseline: float | None
+    delta_vs_baseline: float | None
+
+
+class SkillLine(Line, tag="skill", kw_only=True):
+    id: str
+    name: str
+    when_to_use: str
+    steps: list[str]
+    inputs: list[dict[str, Any]]
+    status: str
+    source: str
+    source_intent: str | None
+    evidence: dict[str, Any]
+    created_at: str
+    updated_at: str
+
+
 class ArchiveTable(NamedTuple):
     """One archived table: its name, the column giving insertion order, and its line type."""
 
@@ -88,6 +203,14 @@ ARCHIVE_TABLES: list[ArchiveTable] = [
     ArchiveTable("sessions", "rowid", SessionLine),
     ArchiveTable("messages", "seq", MessageLine),
     ArchiveTable("memories", "seq", MemoryLine),
+    ArchiveTable("procedural_state", "id", ProceduralStateLine),
+    ArchiveTable("actions", "seq", ActionLine),
+    ArchiveTable("action_sequences", "seq", ActionSequenceLine),
+    ArchiveTable("patterns", "seq", PatternLine),
+    ArchiveTable("pattern_injections", "seq", PatternInjectionLine),
+    ArchiveTable("metrics", "seq", MetricLine),
+    ArchiveTable("metric_benchmarks", "seq", MetricBenchmarkLine),
+    ArchiveTable("skills", "seq", SkillLine),
 ]
 #: The tables ``Counts`` names; any other archived table is counted in ``Counts.other``.
 COUNTED_TABLES = ("sessions", "messages", "memories")

@@ -21,12 +21,13 @@ from raymem.config import Settings, load_settings
 from raymem.serve.api import app
 from raymem.serve.routes.archives import ArchiveRoutes
 from raymem.serve.routes.memories import MemoryRoutes
+from raymem.serve.routes.procedural import ProceduralRoutes
 from raymem.serve.routes.profiles import ProfileRoutes
 from raymem.serve.routes.sessions import SessionRoutes
 
 
 @serve.ingress(app)
-class Ingress(MemoryRoutes, SessionRoutes, ProfileRoutes, ArchiveRoutes):
+class Ingress(MemoryRoutes, SessionRoutes, ProfileRoutes, ArchiveRoutes, ProceduralRoutes):
     """Authenticates, validates and routes each request to its profile actor."""
 
 

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from raymem.store import erase
+from raymem.store.procedural import replay as procedural
 from raymem.store.rows import RESTORED_TABLES, content_hash, placeholders, stored_value
 from raymem.store.writer import SESSION_UPSERT, StoreWriter, fetch
 
@@ -120,4 +121,15 @@ REPLAYERS: dict[str, Replayer] = {
     "session_delete": erase.replay_session_delete,
     "purge": erase.replay_purge,
     "erase": erase.replay_erase,
+    "procedural_enabled": procedural.enabled,
+    "actions": procedural.captured,
+    "action_sequences": procedural.sequences,
+    "pattern_injections": procedural.injections,
+    "patterns": procedural.patterns,
+    "pattern_annotate": procedural.patterns,
+    "metrics": procedural.metric_rows,
+    "metric_delete": procedural.metric_delete,
+    "metric_benchmarks": procedural.benchmarks,
+    "skills": procedural.skill_rows,
+    "skill_delete": procedural.skill_delete,
 }

@@ -51,7 +51,8 @@ class TableColumns(NamedTuple):
 
     Values are stored as SQLite holds them and carried as JSON values: ``json``
     columns hold JSON text (carried as lists or objects), ``lines`` columns
-    newline-joined strings (carried as lists), ``flags`` 0/1 (carried as booleans).
+    newline-joined strings (carried as lists), ``flags`` 0/1 (carried as booleans; NULL
+    stays null).
     """
 
     columns: tuple[str, ...]
@@ -79,6 +80,119 @@ RESTORED_TABLES: dict[str, TableColumns] = {
         ),
         json=("source_message_ids", "source_spans"),
         lines=("search_queries",),
+    ),
+    # Procedural memory (procedural.sql); the Structs of raymem.types_procedural name the same
+    # columns in the same order.
+    "procedural_state": TableColumns(("id", "enabled", "updated_at"), flags=("enabled",)),
+    "actions": TableColumns(
+        (
+            "id",
+            "session_id",
+            "agent_id",
+            "action_type",
+            "target_type",
+            "target_ids",
+            "outcome",
+            "error_code",
+            "duration_ms",
+            "intent",
+            "at",
+            "captured_at",
+            "sequence_id",
+        ),
+        json=("target_ids",),
+    ),
+    "action_sequences": TableColumns(
+        (
+            "id",
+            "session_id",
+            "agent_id",
+            "started_at",
+            "ended_at",
+            "closed_at",
+            "closed_by",
+            "outcome",
+            "action_count",
+            "failure_count",
+            "duration_ms",
+            "intent",
+            "summarised_by",
+            "steps",
+            "warned",
+            "avoided",
+        ),
+        json=("steps", "warned"),
+        flags=("avoided",),
+    ),
+    "patterns": TableColumns(
+        (
+            "id",
+            "action_type",
+            "target_type",
+            "error_code",
+            "outcome",
+            "confidence",
+            "samples",
+            "hits",
+            "precondition",
+            "target_ids",
+            "recommendation",
+            "first_seen",
+            "last_seen",
+            "reinforced_at",
+            "decay_steps",
+            "evidence_through",
+            "created_at",
+            "updated_at",
+            "superseded_by",
+            "deleted_at",
+            "suppressed",
+            "annotation",
+        ),
+        json=("target_ids",),
+        flags=("suppressed",),
+    ),
+    "pattern_injections": TableColumns(
+        ("id", "session_id", "agent_id", "pattern_id", "at", "sequence_id")
+    ),
+    "metrics": TableColumns(
+        (
+            "id",
+            "builtin",
+            "active",
+            "description",
+            "action_types",
+            "target_types",
+            "success_condition",
+            "aggregation",
+            "value",
+            "window_days",
+            "baseline",
+            "baseline_samples",
+            "created_at",
+            "updated_at",
+        ),
+        json=("action_types", "target_types"),
+        flags=("builtin", "active"),
+    ),
+    "metric_benchmarks": TableColumns(
+        ("metric_id", "at", "value", "samples", "baseline", "delta_vs_baseline")
+    ),
+    "skills": TableColumns(
+        (
+            "id",
+            "name",
+            "when_to_use",
+            "steps",
+            "inputs",
+            "status",
+            "source",
+            "source_intent",
+            "evidence",
+            "created_at",
+            "updated_at",
+        ),
+        json=("steps", "inputs", "evidence"),
     ),
 }
 
@@ -174,7 +288,7 @@ def stored_value(table: TableColumns, column: str, value: Any) -> Any:
     if column in table.lines:
         return "\n".join(value or [])
     if column in table.flags:
-        return int(bool(value))
+        return None if value is None else int(bool(value))
     return value
 
 
@@ -185,7 +299,7 @@ def carried_value(table: TableColumns, column: str, value: Any) -> Any:
     if column in table.lines:
         return value.split("\n") if value else []
     if column in table.flags:
-        return bool(value)
+        return None if value is None else bool(value)
     return value
 
 

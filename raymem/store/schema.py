@@ -25,6 +25,16 @@ MIGRATIONS: dict[int, str] = {1: "migrate_2.sql"}
 #: Subsystems' tables: part name -> SQL resource files in raymem/store/, applied in order.
 PARTS: dict[str, tuple[str, ...]] = {
     "erasure": ("erasure.sql",),
+    "procedural": ("procedural.sql",),
+}
+
+#: Every vector table and the table whose rows it embeds (rowid = the row's seq, which has
+#: a ``vectorised`` flag); a subsystem with vectors of its own adds its tables here.
+VECTOR_SOURCES: dict[str, str] = {
+    "memory_vectors": "memories",
+    "message_vectors": "messages",
+    "action_sequence_vectors": "action_sequences",
+    "skill_vectors": "skills",
 }
 
 
@@ -110,7 +120,7 @@ async def follow_embedder(conn: aiosqlite.Connection, path: Path, embedder: str)
                 stored,
                 embedder,
             )
-            for table, source in (("memory_vectors", "memories"), ("message_vectors", "messages")):
+            for table, source in VECTOR_SOURCES.items():
                 await conn.execute(f"DELETE FROM {table}")
                 await conn.execute(f"UPDATE {source} SET vectorised = 0 WHERE vectorised = 1")
         await conn.execute(

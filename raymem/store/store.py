@@ -72,6 +72,11 @@ class ProfileStore:
             await self._reader.close()
             await self._writer.close()
 
+    @property
+    def reader(self) -> aiosqlite.Connection:
+        """The async read-only connection, for the reads of subsystems with tables of their own."""
+        return self._reader
+
     @contextlib.asynccontextmanager
     async def write(self) -> AsyncIterator[StoreWriter]:
         """One transaction: everything written inside commits together or not at all."""

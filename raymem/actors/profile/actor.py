@@ -3,10 +3,17 @@
 from raymem.actors.profile.archives import ArchiveOperations
 from raymem.actors.profile.erasure import ErasureOperations
 from raymem.actors.profile.memories import MemoryOperations
+from raymem.actors.profile.procedural import ProceduralOperations
 from raymem.actors.profile.sessions import SessionOperations
 
 
-class ProfileActor(MemoryOperations, SessionOperations, ErasureOperations, ArchiveOperations):
+class ProfileActor(
+    MemoryOperations,
+    SessionOperations,
+    ErasureOperations,
+    ArchiveOperations,
+    ProceduralOperations,
+):
     """One profile as a Ray actor, named ``<tenant>/<profile>``.
 
     Its lifecycle and background work come from ``ProfileBase``; each mixin adds

@@ -35,8 +35,11 @@ from raymem.actors.live import live_profiles
 from raymem.actors.pools import EMBEDDER_DEPLOYMENT, GENERATOR_DEPLOYMENT, pool_generator
 from raymem.config import Settings
 from raymem.errors import ErasureIncomplete, ProfileClosing
+from raymem.pipelines import procedural
 from raymem.pipelines.classify import TypePrototypes
 from raymem.pipelines.generators import Generator, LLMGenerator, make_generator
+from raymem.pipelines.procedural.sequences import IntentSummariser
+from raymem.pipelines.procedural.summary import ChatSummariser
 from raymem.pipelines.recall import Recaller
 from raymem.store import ProfileStore, erase, to_db_time, utc_now
 from raymem.types import ProfileInfo
@@ -159,6 +162,13 @@ class ProfileBase:
             "prototypes": self._prototypes,
         }
 
+    def _intent_summariser(self) -> IntentSummariser | None:
+        """The configured chat model as the writer of action sequences' intent summaries;
+        None: the rules write them."""
+        if isinstance(self._generator, LLMGenerator):
+            return ChatSummariser(self._generator.chat, name=self._generator.name)
+        return None
+
     def _make_generator(self) -> Generator | None:
         """None for the embedded rules (run in-process); a model backend otherwise."""
         models = self.settings.models
@@ -171,6 +181,11 @@ class ProfileBase:
 
     async def _embed(self, texts: list[str]) -> np.ndarray:
         vectors: np.ndarray = await self._embedder.embed.remote(texts)
+        return vectors
+
+    async def _embed_background(self, texts: list[str]) -> np.ndarray:
+        """Embed at background priority: the requests being answered go first."""
+        vectors: np.ndarray = await self._embedder.embed_background.remote(texts)
         return vectors
 
     async def _report_use(self) -> None:
@@ -327,7 +342,7 @@ class ProfileBase:
             self._vectoriser = asyncio.create_task(self._vectorise_pending())
 
     async def _vectorise_pending(self) -> None:
-        """Embed every memory and message still without a vector, in batches."""
+        """Embed every memory, message, action sequence and skill still without a vector."""
         store = self._store
         try:
             while store is not None and not self._closing:
@@ -342,6 +357,9 @@ class ProfileBase:
                                 table, [(seq, vectors[i]) for i, (seq, _) in enumerate(pending)]
                             )
                         did_work = True
+                # Procedural memory's sequence summaries and skills (none while it is unused).
+                if await procedural.vectorise(store, self._embed_background, batch=VECTOR_BATCH):
+                    did_work = True
                 if not did_work:
                     return
         except Exception:  # retried on the next write or activation; the rows stay pending

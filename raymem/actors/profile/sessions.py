@@ -3,12 +3,14 @@
 from raymem.actors.profile.base import ProfileBase, entry
 from raymem.errors import SessionNotFound
 from raymem.pipelines import ingest as ingest_pipeline
+from raymem.pipelines.procedural.sequences import close_session as close_action_sequence
 from raymem.store import erase, to_db_time, utc_now
 from raymem.types import (
     AppendRequest,
     MemoryCounts,
     MessageIn,
     MessageList,
+    Session,
     SessionDeleted,
     SessionEnded,
     SessionList,
@@ -39,8 +41,26 @@ class SessionOperations(ProfileBase):
 
     @entry
     async def end_session(self, session_id: str) -> SessionEnded:
+        """Consolidate the session's turns into memories, and close its agent's actions
+        into a sequence (procedural memory). A session known only by its actions ends too."""
         store = self._open_store
-        await store.reads.get_session(session_id)
+        sequence = await close_action_sequence(
+            store, session_id, utc_now(), summariser=self._intent_summariser()
+        )
+        try:
+            await store.reads.get_session(session_id)
+        except SessionNotFound:
+            if sequence is None:
+                raise
+            await self._after_write()
+            return SessionEnded(
+                session=Session(
+                    id=session_id, started_at=sequence.started_at, ended_at=sequence.closed_at
+                ),
+                memories=MemoryCounts(added=0, superseded=0, duplicates=0),
+                memory_ids=[],
+                action_sequence_id=sequence.id,
+            )
         reconciled = await ingest_pipeline.consolidate_session(store, session_id, **self._models())
         await self._after_write()
         return SessionEnded(
@@ -51,6 +71,7 @@ class SessionOperations(ProfileBase):
                 duplicates=reconciled.duplicates,
             ),
             memory_ids=reconciled.added,
+            action_sequence_id=None if sequence is None else sequence.id,
         )
 
     @entry
