@@ -1,14 +1,14 @@
 """The ``raymem`` command line: the server, and client commands against a running one."""
 
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 import msgspec
 
-from raymem.cli_common import client_options, open_client, server_errors
+from raymem.cli_common import client_options, open_client, read_turns, server_errors
+from raymem.cli_context import context
+from raymem.cli_mcp import mcp
 from raymem.cli_memory import memory
 from raymem.cli_procedural import procedural
 from raymem.config import ConfigError, Settings, load_settings
@@ -62,25 +62,6 @@ def serve(ctx: click.Context, host: str | None, port: int | None, data_dir: str 
         serve_forever(settings)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-
-
-def read_turns(path: Path) -> list[dict[str, Any]]:
-    """Turns from a JSON list, a JSON object with ``messages``, or JSON Lines."""
-    text = path.read_text()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        try:
-            data = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as exc:
-            raise click.ClickException(f"{path} is neither JSON nor JSON Lines: {exc}") from None
-    if isinstance(data, dict):
-        data = data.get("messages")
-    if not isinstance(data, list) or not all(isinstance(turn, dict) for turn in data):
-        raise click.ClickException(
-            f'{path} must hold a list of turns like {{"role": "user", "content": "…"}}'
-        )
-    return data
 
 
 @cli.command()
@@ -199,6 +180,8 @@ def snapshot(profile: str, url: str, token: str | None) -> None:
 
 
 cli.add_command(memory)
+cli.add_command(context)
+cli.add_command(mcp)
 cli.add_command(procedural)
 
 

@@ -1,7 +1,9 @@
 """Options and error handling shared by the client commands of the CLI."""
 
 import contextlib
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import click
@@ -40,3 +42,22 @@ def server_errors() -> Iterator[None]:
         raise click.ClickException(f"{exc.message} ({exc.status} {exc.code})") from None
     except (httpx.HTTPError, OSError) as exc:
         raise click.ClickException(f"Cannot reach the server: {exc}") from None
+
+
+def read_turns(path: Path) -> list[dict[str, Any]]:
+    """Turns from a JSON list, a JSON object with ``messages``, or JSON Lines."""
+    text = path.read_text()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            data = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError as exc:
+            raise click.ClickException(f"{path} is neither JSON nor JSON Lines: {exc}") from None
+    if isinstance(data, dict):
+        data = data.get("messages")
+    if not isinstance(data, list) or not all(isinstance(turn, dict) for turn in data):
+        raise click.ClickException(
+            f'{path} must hold a list of turns like {{"role": "user", "content": "…"}}'
+        )
+    return data

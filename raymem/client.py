@@ -30,12 +30,32 @@ from raymem.types import (
     MessageList,
     ProfileList,
     RecallResult,
+    RecallType,
     Role,
     SessionDeleted,
     SessionEnded,
     SessionList,
     SnapshotResult,
     StoredMessage,
+)
+from raymem.types_context import (
+    Block,
+    BlockList,
+    BlockWrite,
+    ClosedWorkItem,
+    ContextFormat,
+    ContextResult,
+    Episode,
+    EpisodePage,
+    FlushResult,
+    Resolved,
+    ResolvedRef,
+    WorkingMemory,
+    WorkItem,
+    WorkItemList,
+    WorkItemOpen,
+    WorkItemStatus,
+    WorkItemUpdate,
 )
 
 if TYPE_CHECKING:
@@ -124,6 +144,28 @@ def _types(type: MemoryType | Sequence[MemoryType] | None) -> list[MemoryType] |
     return [type] if isinstance(type, str) else None if type is None else list(type)
 
 
+def _work_item_open(
+    objective: str,
+    session_id: str | None,
+    delivery_target: str | None,
+    constraints: Sequence[str],
+    scope: Sequence[str],
+    todos: Sequence[str],
+    followups: Sequence[str],
+    waits: Sequence[str],
+) -> WorkItemOpen:
+    return WorkItemOpen(
+        objective=objective,
+        session_id=session_id,
+        delivery_target=delivery_target,
+        constraints=list(constraints),
+        scope=list(scope),
+        todos=list(todos),
+        followups=list(followups),
+        waits=list(waits),
+    )
+
+
 class _Profile:
     """The calls of one profile; subclasses send them."""
 
@@ -151,7 +193,7 @@ class _Profile:
         self,
         query: str,
         limit: int,
-        types: Sequence[MemoryType] | None,
+        types: Sequence[RecallType] | None,
         session_id: str | None,
         synthesize: bool,
         include_messages: bool,
@@ -209,6 +251,96 @@ class _Profile:
 
     def _import(self, archive: bytes) -> _Call[ImportResult]:
         return _Call("POST", f"{self._base}/import", ImportResult, body=RawBody(archive))
+
+    # ------------------------------------------------- the agent's context
+
+    def _context(
+        self,
+        query: str,
+        session_id: str | None,
+        budget_chars: int | None,
+        budget_tokens: int | None,
+        format: ContextFormat,
+        as_of: datetime | None,
+    ) -> _Call[ContextResult]:
+        body = _without_none(
+            {
+                "query": query,
+                "session_id": session_id,
+                "budget_chars": budget_chars,
+                "budget_tokens": budget_tokens,
+                "format": format,
+                "as_of": None if as_of is None else as_of.isoformat(),
+            }
+        )
+        return _Call("POST", f"{self._base}/context", ContextResult, body=body)
+
+    def _blocks(self) -> _Call[BlockList]:
+        return _Call("GET", f"{self._base}/blocks", BlockList)
+
+    def _set_block(self, name: str, limit: int) -> _Call[Block]:
+        return _Call("PUT", f"{self._base}/blocks/{name}", Block, body={"limit": limit})
+
+    def _delete_block(self, name: str) -> _Call[None]:
+        return _Call("DELETE", f"{self._base}/blocks/{name}", NoneType)
+
+    def _add_entry(self, block: str, content: str) -> _Call[BlockWrite]:
+        path = f"{self._base}/blocks/{block}/entries"
+        return _Call("POST", path, BlockWrite, body={"content": content})
+
+    def _replace_entry(self, block: str, old: str, new: str) -> _Call[BlockWrite]:
+        path = f"{self._base}/blocks/{block}/entries"
+        return _Call("PUT", path, BlockWrite, body={"old": old, "new": new})
+
+    def _remove_entry(self, block: str, content: str) -> _Call[Block]:
+        path = f"{self._base}/blocks/{block}/entries"
+        return _Call("DELETE", path, Block, body={"content": content})
+
+    def _working_memory(self, session_id: str | None) -> _Call[WorkingMemory]:
+        params = _without_none({"session_id": session_id})
+        return _Call("GET", f"{self._base}/working-memory", WorkingMemory, params=params)
+
+    def _open_work_item(self, request: WorkItemOpen) -> _Call[WorkItem]:
+        return _Call("POST", f"{self._base}/work-items", WorkItem, body=request)
+
+    def _update_work_item(self, item_id: str, request: WorkItemUpdate) -> _Call[WorkItem]:
+        return _Call("PATCH", f"{self._base}/work-items/{item_id}", WorkItem, body=request)
+
+    def _close_work_item(self, item_id: str, outcome: str | None) -> _Call[ClosedWorkItem]:
+        path = f"{self._base}/work-items/{item_id}/close"
+        return _Call("POST", path, ClosedWorkItem, body=_without_none({"outcome": outcome}))
+
+    def _get_work_item(self, item_id: str) -> _Call[WorkItem]:
+        return _Call("GET", f"{self._base}/work-items/{item_id}", WorkItem)
+
+    def _work_items(
+        self,
+        session_id: str | None,
+        status: WorkItemStatus | None,
+        limit: int,
+        cursor: str | None,
+    ) -> _Call[WorkItemList]:
+        params = _without_none(
+            {"session_id": session_id, "status": status, "limit": limit, "cursor": cursor}
+        )
+        return _Call("GET", f"{self._base}/work-items", WorkItemList, params=params)
+
+    def _episodes(
+        self, session_id: str | None, limit: int, cursor: str | None
+    ) -> _Call[EpisodePage]:
+        params = _without_none({"session_id": session_id, "limit": limit, "cursor": cursor})
+        return _Call("GET", f"{self._base}/episodes", EpisodePage, params=params)
+
+    def _get_episode(self, episode_id: str) -> _Call[Episode]:
+        return _Call("GET", f"{self._base}/episodes/{episode_id}", Episode)
+
+    def _resolve(self, source_ref: str) -> _Call[Resolved]:
+        # The answer decodes to the kind it names (ResolvedMemory, ResolvedMessage, ...).
+        return _Call("GET", f"{self._base}/refs/{source_ref}", cast(type[Resolved], ResolvedRef))
+
+    def _flush(self, messages: Iterable[MessageLike], session_id: str) -> _Call[FlushResult]:
+        body = {"session_id": session_id, "messages": [_as_dict(m) for m in messages]}
+        return _Call("POST", f"{self._base}/flush", FlushResult, body=body)
 
 
 class _Session:
@@ -314,7 +446,7 @@ class Profile(_Profile):
         query: str,
         *,
         limit: int = 10,
-        types: Sequence[MemoryType] | None = None,
+        types: Sequence[RecallType] | None = None,
         session_id: str | None = None,
         synthesize: bool = True,
         include_messages: bool = True,
@@ -395,6 +527,139 @@ class Profile(_Profile):
         empty profile."""
         archive = read_archive(source, self._client._object_store)
         return self._client._send(self._import(archive))
+
+    # ------------------------------------------------- the agent's context
+
+    def context(
+        self,
+        query: str = "",
+        *,
+        session_id: str | None = None,
+        budget_chars: int | None = None,
+        budget_tokens: int | None = None,
+        format: ContextFormat = "markdown",
+        as_of: datetime | None = None,
+    ) -> ContextResult:
+        """A prompt-ready context for ``query`` (default: the session's latest user turn):
+        core blocks, working memory, memories, episodes and recent turns, whose ``text``
+        never passes the budget (characters, or tokens at the configured estimate)."""
+        call = self._context(query, session_id, budget_chars, budget_tokens, format, as_of)
+        return self._client._send(call)
+
+    def blocks(self) -> BlockList:
+        """The core blocks with their entries, the defaults ``user`` and ``project`` included."""
+        return self._client._send(self._blocks())
+
+    def set_block(self, name: str, *, limit: int) -> Block:
+        """Create a block of ``limit`` characters, or change a block's limit."""
+        return self._client._send(self._set_block(name, limit))
+
+    def delete_block(self, name: str) -> None:
+        """Delete a created block with its entries (a default block cannot be deleted)."""
+        self._client._send(self._delete_block(name))
+
+    def add_block_entry(self, block: str, content: str) -> BlockWrite:
+        """Add an entry; ``duplicate`` when the block says it already (case and spacing
+        aside); a ``RaymemHTTPError`` 409 ``block_full`` when it does not fit."""
+        return self._client._send(self._add_entry(block, content))
+
+    def replace_block_entry(self, block: str, *, old: str, new: str) -> BlockWrite:
+        """Rewrite the entry whose whole text is ``old`` (case and spacing aside)."""
+        return self._client._send(self._replace_entry(block, old, new))
+
+    def remove_block_entry(self, block: str, content: str) -> Block:
+        """Remove the entry whose whole text is ``content`` (case and spacing aside)."""
+        return self._client._send(self._remove_entry(block, content))
+
+    def working_memory(self, *, session_id: str | None = None) -> WorkingMemory:
+        """Open work items and current tasks and instructions (a session's, when given)."""
+        return self._client._send(self._working_memory(session_id))
+
+    def open_work_item(
+        self,
+        objective: str,
+        *,
+        session_id: str | None = None,
+        delivery_target: str | None = None,
+        constraints: Sequence[str] = (),
+        scope: Sequence[str] = (),
+        todos: Sequence[str] = (),
+        followups: Sequence[str] = (),
+        waits: Sequence[str] = (),
+    ) -> WorkItem:
+        """Open a work item: its objective, target, limits, plan, follow-ups and waits."""
+        request = _work_item_open(
+            objective, session_id, delivery_target, constraints, scope, todos, followups, waits
+        )
+        return self._client._send(self._open_work_item(request))
+
+    def update_work_item(
+        self,
+        item_id: str,
+        *,
+        objective: str | None = None,
+        delivery_target: str | None = None,
+        constraints: Sequence[str] | None = None,
+        scope: Sequence[str] | None = None,
+        add_todos: Sequence[str] = (),
+        check_todos: Sequence[str] = (),
+        uncheck_todos: Sequence[str] = (),
+        add_followups: Sequence[str] = (),
+        resolve_followups: Sequence[str] = (),
+        add_waits: Sequence[str] = (),
+        resolve_waits: Sequence[str] = (),
+    ) -> WorkItem:
+        """Change an open work item; todos, follow-ups and waits are named by their text."""
+        request = WorkItemUpdate(
+            objective=objective,
+            delivery_target=delivery_target,
+            constraints=None if constraints is None else list(constraints),
+            scope=None if scope is None else list(scope),
+            add_todos=list(add_todos),
+            check_todos=list(check_todos),
+            uncheck_todos=list(uncheck_todos),
+            add_followups=list(add_followups),
+            resolve_followups=list(resolve_followups),
+            add_waits=list(add_waits),
+            resolve_waits=list(resolve_waits),
+        )
+        return self._client._send(self._update_work_item(item_id, request))
+
+    def close_work_item(self, item_id: str, *, outcome: str | None = None) -> ClosedWorkItem:
+        """Close a work item; its episode is finalised and returned with it."""
+        return self._client._send(self._close_work_item(item_id, outcome))
+
+    def get_work_item(self, item_id: str) -> WorkItem:
+        return self._client._send(self._get_work_item(item_id))
+
+    def work_items(
+        self,
+        *,
+        session_id: str | None = None,
+        status: WorkItemStatus | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> WorkItemList:
+        """A page of work items, newest first; pass ``next_cursor`` for the next page."""
+        return self._client._send(self._work_items(session_id, status, limit, cursor))
+
+    def episodes(
+        self, *, session_id: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> EpisodePage:
+        """A page of episodes, newest first; pass ``next_cursor`` for the next page."""
+        return self._client._send(self._episodes(session_id, limit, cursor))
+
+    def get_episode(self, episode_id: str) -> Episode:
+        return self._client._send(self._get_episode(episode_id))
+
+    def resolve(self, source_ref: str) -> Resolved:
+        """The record a ``source_ref`` names; its class and ``kind`` say which."""
+        return self._client._send(self._resolve(source_ref))
+
+    def flush(self, messages: Iterable[MessageLike], *, session_id: str) -> FlushResult:
+        """Store what is durable in turns about to be compacted; best effort (``error``
+        says what failed; the call itself does not fail for it)."""
+        return self._client._send(self._flush(messages, session_id))
 
 
 class SessionClient(_Session):
@@ -487,7 +752,7 @@ class AsyncProfile(_Profile):
         query: str,
         *,
         limit: int = 10,
-        types: Sequence[MemoryType] | None = None,
+        types: Sequence[RecallType] | None = None,
         session_id: str | None = None,
         synthesize: bool = True,
         include_messages: bool = True,
@@ -566,6 +831,139 @@ class AsyncProfile(_Profile):
         empty profile."""
         archive = read_archive(source, self._client._object_store)
         return await self._client._send(self._import(archive))
+
+    # ------------------------------------------------- the agent's context
+
+    async def context(
+        self,
+        query: str = "",
+        *,
+        session_id: str | None = None,
+        budget_chars: int | None = None,
+        budget_tokens: int | None = None,
+        format: ContextFormat = "markdown",
+        as_of: datetime | None = None,
+    ) -> ContextResult:
+        """A prompt-ready context for ``query`` (default: the session's latest user turn):
+        core blocks, working memory, memories, episodes and recent turns, whose ``text``
+        never passes the budget (characters, or tokens at the configured estimate)."""
+        call = self._context(query, session_id, budget_chars, budget_tokens, format, as_of)
+        return await self._client._send(call)
+
+    async def blocks(self) -> BlockList:
+        """The core blocks with their entries, the defaults ``user`` and ``project`` included."""
+        return await self._client._send(self._blocks())
+
+    async def set_block(self, name: str, *, limit: int) -> Block:
+        """Create a block of ``limit`` characters, or change a block's limit."""
+        return await self._client._send(self._set_block(name, limit))
+
+    async def delete_block(self, name: str) -> None:
+        """Delete a created block with its entries (a default block cannot be deleted)."""
+        await self._client._send(self._delete_block(name))
+
+    async def add_block_entry(self, block: str, content: str) -> BlockWrite:
+        """Add an entry; ``duplicate`` when the block says it already (case and spacing
+        aside); a ``RaymemHTTPError`` 409 ``block_full`` when it does not fit."""
+        return await self._client._send(self._add_entry(block, content))
+
+    async def replace_block_entry(self, block: str, *, old: str, new: str) -> BlockWrite:
+        """Rewrite the entry whose whole text is ``old`` (case and spacing aside)."""
+        return await self._client._send(self._replace_entry(block, old, new))
+
+    async def remove_block_entry(self, block: str, content: str) -> Block:
+        """Remove the entry whose whole text is ``content`` (case and spacing aside)."""
+        return await self._client._send(self._remove_entry(block, content))
+
+    async def working_memory(self, *, session_id: str | None = None) -> WorkingMemory:
+        """Open work items and current tasks and instructions (a session's, when given)."""
+        return await self._client._send(self._working_memory(session_id))
+
+    async def open_work_item(
+        self,
+        objective: str,
+        *,
+        session_id: str | None = None,
+        delivery_target: str | None = None,
+        constraints: Sequence[str] = (),
+        scope: Sequence[str] = (),
+        todos: Sequence[str] = (),
+        followups: Sequence[str] = (),
+        waits: Sequence[str] = (),
+    ) -> WorkItem:
+        """Open a work item: its objective, target, limits, plan, follow-ups and waits."""
+        request = _work_item_open(
+            objective, session_id, delivery_target, constraints, scope, todos, followups, waits
+        )
+        return await self._client._send(self._open_work_item(request))
+
+    async def update_work_item(
+        self,
+        item_id: str,
+        *,
+        objective: str | None = None,
+        delivery_target: str | None = None,
+        constraints: Sequence[str] | None = None,
+        scope: Sequence[str] | None = None,
+        add_todos: Sequence[str] = (),
+        check_todos: Sequence[str] = (),
+        uncheck_todos: Sequence[str] = (),
+        add_followups: Sequence[str] = (),
+        resolve_followups: Sequence[str] = (),
+        add_waits: Sequence[str] = (),
+        resolve_waits: Sequence[str] = (),
+    ) -> WorkItem:
+        """Change an open work item; todos, follow-ups and waits are named by their text."""
+        request = WorkItemUpdate(
+            objective=objective,
+            delivery_target=delivery_target,
+            constraints=None if constraints is None else list(constraints),
+            scope=None if scope is None else list(scope),
+            add_todos=list(add_todos),
+            check_todos=list(check_todos),
+            uncheck_todos=list(uncheck_todos),
+            add_followups=list(add_followups),
+            resolve_followups=list(resolve_followups),
+            add_waits=list(add_waits),
+            resolve_waits=list(resolve_waits),
+        )
+        return await self._client._send(self._update_work_item(item_id, request))
+
+    async def close_work_item(self, item_id: str, *, outcome: str | None = None) -> ClosedWorkItem:
+        """Close a work item; its episode is finalised and returned with it."""
+        return await self._client._send(self._close_work_item(item_id, outcome))
+
+    async def get_work_item(self, item_id: str) -> WorkItem:
+        return await self._client._send(self._get_work_item(item_id))
+
+    async def work_items(
+        self,
+        *,
+        session_id: str | None = None,
+        status: WorkItemStatus | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> WorkItemList:
+        """A page of work items, newest first; pass ``next_cursor`` for the next page."""
+        return await self._client._send(self._work_items(session_id, status, limit, cursor))
+
+    async def episodes(
+        self, *, session_id: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> EpisodePage:
+        """A page of episodes, newest first; pass ``next_cursor`` for the next page."""
+        return await self._client._send(self._episodes(session_id, limit, cursor))
+
+    async def get_episode(self, episode_id: str) -> Episode:
+        return await self._client._send(self._get_episode(episode_id))
+
+    async def resolve(self, source_ref: str) -> Resolved:
+        """The record a ``source_ref`` names; its class and ``kind`` say which."""
+        return await self._client._send(self._resolve(source_ref))
+
+    async def flush(self, messages: Iterable[MessageLike], *, session_id: str) -> FlushResult:
+        """Store what is durable in turns about to be compacted; best effort (``error``
+        says what failed; the call itself does not fail for it)."""
+        return await self._client._send(self._flush(messages, session_id))
 
 
 class AsyncSessionClient(_Session):

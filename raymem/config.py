@@ -159,6 +159,43 @@ class RecallSettings(Section, frozen=True):
     # match add up to more than this: such terms barely move BM25, yet they cost a
     # score per matching row (70 ms at 100K rows for two words found in every row).
     fts_postings_budget: int = 5000
+    # Episodes (records of finished work), by full text and by vector: each of the two
+    # channels weighs as much as a memory channel.
+    episode_weight: float = 1.0
+
+
+class ContextSettings(Section, frozen=True):
+    """The agent's context: core blocks, working memory, episodes and context assembly.
+
+    The default blocks ``user`` and ``project`` exist in every profile with these
+    limits (characters of the rendered block) until a caller sets another. Context
+    assembly gives the slow-changing sections (core, working memory) at most their
+    share of the budget, computed from the budget alone so that their text, the
+    prefix a prompt cache keys on, does not move with the query; what they leave
+    goes to memories, episodes and recent turns, by their shares first and then in
+    that order.
+    """
+
+    user_block_limit: int = 1_375
+    project_block_limit: int = 2_200
+    max_block_limit: int = 20_000  # the largest limit a caller may set on a block
+    max_blocks: int = 32  # blocks per profile, the defaults included
+    default_budget_chars: int = 8_000
+    max_budget_chars: int = 200_000
+    # Budgets in tokens are converted with this many characters per token: a
+    # tokenizer-free estimate (English prose runs at about 4 with common tokenizers).
+    chars_per_token: float = 4.0
+    core_share: float = 0.5
+    working_memory_share: float = 0.25
+    memories_share: float = 0.5  # of what core and working memory leave
+    episodes_share: float = 0.2
+    recent_turns_share: float = 0.3
+    memories: int = 20  # recall hits considered for the memories section
+    episodes: int = 5  # episodes considered for the episodes section
+    recent_turns: int = 12  # a session's latest turns considered for the last section
+    working_memory_tasks: int = 20  # the newest current tasks shown in working memory
+    working_memory_instructions: int = 20  # the newest current instructions shown
+    episode_summary_chars: int = 600  # a rules-built episode's summary, at most
 
 
 class ProceduralSettings(Section, frozen=True):
@@ -189,6 +226,7 @@ class Settings(Section, frozen=True):
     models: ModelSettings = ModelSettings()
     limits: LimitSettings = LimitSettings()
     recall: RecallSettings = RecallSettings()
+    context: ContextSettings = ContextSettings()
     procedural: ProceduralSettings = ProceduralSettings()
 
 

@@ -127,6 +127,108 @@ class ProfileClosing(RaymemError):
         return f"Profile {self.profile!r} is hibernating; retry"
 
 
+# ------------------------------------------------------------- the agent's context
+
+
+class BlockNotFound(NotFound):
+    code = "block_not_found"
+
+    def __init__(self, block: str) -> None:
+        super().__init__(block)
+        self.block = block
+
+    def __str__(self) -> str:
+        return f"Block {self.block!r} does not exist; create it with PUT …/blocks/{self.block}"
+
+
+class BlockFull(Conflict):
+    """A write would take a core block past its limit; nothing was written."""
+
+    code = "block_full"
+
+    def __init__(self, block: str, size: int, size_after: int, limit: int) -> None:
+        Exception.__init__(self, block, size, size_after, limit)  # args: what pickle passes
+        self.block, self.size, self.size_after, self.limit = block, size, size_after, limit
+
+    def __str__(self) -> str:
+        return (
+            f"Block {self.block!r} would hold {self.size_after:,} characters, past its limit of"
+            f" {self.limit:,} (it holds {self.size:,} now): rewrite or remove entries first"
+        )
+
+
+class EntryNotFound(NotFound):
+    """No entry (of a block, or a todo, follow-up or wait of a work item) has this text."""
+
+    code = "entry_not_found"
+
+    def __init__(self, where: str, content: str) -> None:
+        Exception.__init__(self, where, content)
+        self.where, self.content = where, content
+
+    def __str__(self) -> str:
+        shown = self.content if len(self.content) <= 80 else self.content[:77] + "..."
+        return f"No entry of {self.where} reads {shown!r} (whole text, case and spacing aside)"
+
+
+class WorkItemNotFound(NotFound):
+    code = "work_item_not_found"
+
+    def __init__(self, item_id: str) -> None:
+        super().__init__(item_id)
+        self.item_id = item_id
+
+    def __str__(self) -> str:
+        return f"Work item {self.item_id!r} does not exist"
+
+
+class WorkItemClosed(Conflict):
+    code = "work_item_closed"
+
+    def __init__(self, item_id: str) -> None:
+        super().__init__(item_id)
+        self.item_id = item_id
+
+    def __str__(self) -> str:
+        return f"Work item {self.item_id!r} is closed; open a new one"
+
+
+class EpisodeNotFound(NotFound):
+    code = "episode_not_found"
+
+    def __init__(self, episode_id: str) -> None:
+        super().__init__(episode_id)
+        self.episode_id = episode_id
+
+    def __str__(self) -> str:
+        return f"Episode {self.episode_id!r} does not exist"
+
+
+class RefNotFound(NotFound):
+    code = "ref_not_found"
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(ref)
+        self.ref = ref
+
+    def __str__(self) -> str:
+        return f"Nothing in this profile has the reference {self.ref!r}"
+
+
+class InvalidRef(InvalidRequest):
+    code = "invalid_ref"
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(ref)
+        self.ref = ref
+
+    def __str__(self) -> str:
+        return (
+            f"{self.ref!r} is not a reference: expected mem_<id>, msg_<id>, epi_<id>,"
+            " wrk_<id> or blk_<block>_<key>"
+        )
+
+
 class PatternNotFound(NotFound):
     code = "pattern_not_found"
 

@@ -11,6 +11,8 @@ from typing import Annotated, Literal
 import msgspec
 
 MemoryType = Literal["fact", "event", "instruction", "task"]
+#: What recall's ``types`` may ask for: memories of these types, and episodes.
+RecallType = Literal["fact", "event", "instruction", "task", "episode"]
 Role = Literal["user", "assistant", "tool", "system"]
 
 # Names of profiles and sessions: they become directory names and actor names,
@@ -53,7 +55,7 @@ class RememberRequest(Request, kw_only=True):
 class RecallRequest(Request, kw_only=True):
     query: NonEmptyText
     limit: Annotated[int, msgspec.Meta(ge=1)] = 10
-    types: list[MemoryType] | None = None
+    types: list[RecallType] | None = None
     session_id: Name | None = None
     synthesize: bool = True
     include_messages: bool = True  # the raw-message channel (the safety net)
@@ -108,7 +110,8 @@ class MemoryWithHistory(Memory, kw_only=True):
 
 
 class RecallHit(Memory, kw_only=True):
-    """A recalled memory, or a raw message (type "message") that only the message channels found.
+    """A recalled memory, a raw message (type "message") that only the message channels
+    found, or an episode (type "episode": its title and summary as content).
 
     A raw message whose memories were all replaced since is ``stale``: it ranks below
     what replaced it, and ``superseded_by`` names the memory that holds now.
@@ -118,6 +121,7 @@ class RecallHit(Memory, kw_only=True):
     channels: list[str] = []
     role: str | None = None  # set on raw messages only
     stale: bool = False
+    source_ref: str = ""  # what GET …/refs/{source_ref} resolves: mem_…, msg_… or epi_…
 
 
 class RecallResult(Schema, kw_only=True):
@@ -183,6 +187,9 @@ class SessionEnded(Schema, kw_only=True):
     memories: MemoryCounts
     memory_ids: list[str]
     latency_ms: dict[str, float] = {}  # per pipeline stage, and total
+    # The episode finalised from the session's turns since its last one (GET …/refs/epi_<id>);
+    # None when there were no new turns.
+    episode_id: str | None = None
     action_sequence_id: str | None = None  # the sequence its agent's actions were closed into
 
 

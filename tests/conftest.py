@@ -16,6 +16,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
+# a raymem app with API keys, for the MCP and browser tests
+from keyed_app import keyed_app  # noqa: F401
+
 # moto's S3 server, a throttling proxy and profile fixtures, for the durability tests
 from s3_fixtures import (  # noqa: F401
     aws_test_env,

@@ -169,13 +169,24 @@ READS = [
     ("GET", "/v1/profiles/{p}/memories/{m}", None),
     ("GET", "/v1/profiles/{p}/sessions", None),
     ("GET", "/v1/profiles/{p}/sessions/{s}/messages", None),
-    ("GET", "/v1/profiles/{p}/export", None),
+    ("POST", "/v1/profiles/{p}/context", {"query": "What is the locker code?"}),
+    ("GET", "/v1/profiles/{p}/blocks", None),
+    ("GET", "/v1/profiles/{p}/working-memory", None),
+    ("GET", "/v1/profiles/{p}/work-items", None),
+    ("GET", "/v1/profiles/{p}/episodes", None),
+    ("GET", "/v1/profiles/{p}/refs/mem_{m}", None),
+    ("GET", "/v1/profiles/{p}/export", None),  # last: tests read the archive as READS[-1]
 ]
 WRITES = [  # writes that never create a profile
     ("DELETE", "/v1/profiles/{p}/memories/{m}", None),
     ("POST", "/v1/profiles/{p}/sessions/{s}/end", None),
     ("DELETE", "/v1/profiles/{p}/sessions/{s}", None),
     ("POST", "/v1/profiles/{p}/snapshot", None),
+    ("DELETE", "/v1/profiles/{p}/blocks/style", None),
+    ("PUT", "/v1/profiles/{p}/blocks/user/entries", {"old": "Tea.", "new": "Coffee."}),
+    ("DELETE", "/v1/profiles/{p}/blocks/user/entries", {"content": "Tea."}),
+    ("PATCH", "/v1/profiles/{p}/work-items/{m}", {"add_todos": ["Call back"]}),
+    ("POST", "/v1/profiles/{p}/work-items/{m}/close", {}),
     ("DELETE", "/v1/profiles/{p}", None),
 ]
 CREATING_WRITES = [
@@ -183,6 +194,10 @@ CREATING_WRITES = [
     ("POST", "/v1/profiles/{p}/memories", {"content": "Green tea in the morning."}),
     ("POST", "/v1/profiles/{p}/sessions/{s}/messages", {"role": "user", "content": "Hi there."}),
     ("POST", "/v1/profiles/{p}/import", b'{"kind": "header"}\n'),
+    ("PUT", "/v1/profiles/{p}/blocks/style", {"limit": 200}),
+    ("POST", "/v1/profiles/{p}/blocks/user/entries", {"content": "Green tea."}),
+    ("POST", "/v1/profiles/{p}/work-items", {"objective": "Buy green tea."}),
+    ("POST", "/v1/profiles/{p}/flush", ingest_body("I prefer green tea.")),
 ]
 PROFILE_ROUTES = READS + WRITES + CREATING_WRITES
 

@@ -7,7 +7,8 @@ benchmarks. Each method makes one explicit actor call
 gets what the signature says; ``ProfileRouter`` activates the actor, caches
 its handle and retries after hibernation.
 
-Operations that add data (ingest, remember, append, import) create a profile
+Operations that add data (ingest, remember, append, import, a block, a work item,
+a flush) create a profile
 that does not exist yet; every other one raises ``ProfileNotFound`` for it.
 ``run_blocking`` turns any of them into a blocking call.
 """
@@ -44,6 +45,26 @@ from raymem.types import (
     SessionList,
     SnapshotResult,
     StoredMessage,
+)
+from raymem.types_context import (
+    Block,
+    BlockList,
+    BlockSaved,
+    BlockWrite,
+    ClosedWorkItem,
+    ContextRequest,
+    ContextResult,
+    Episode,
+    EpisodePage,
+    FlushRequest,
+    FlushResult,
+    Resolved,
+    WorkingMemory,
+    WorkItem,
+    WorkItemList,
+    WorkItemOpen,
+    WorkItemStatus,
+    WorkItemUpdate,
 )
 from raymem.types_procedural import (
     ActionPage,
@@ -179,6 +200,110 @@ class ProfileCalls:
         return await self._call(
             SessionDeleted, lambda actor: actor.delete_session.remote(session_id)
         )
+
+    # ---------------------------------------------------- the agent's context
+
+    async def list_blocks(self) -> BlockList:
+        """The core blocks (the defaults included), with their entries in order."""
+        return await self._call(BlockList, lambda actor: actor.list_blocks.remote())
+
+    async def set_block_limit(self, name: str, limit: int) -> BlockSaved:
+        """Create a block with ``limit`` characters, or change its limit."""
+        return await self._call(
+            BlockSaved, lambda actor: actor.set_block_limit.remote(name, limit), create=True
+        )
+
+    async def delete_block(self, name: str) -> None:
+        """Delete a created block and its entries (the default blocks cannot be deleted)."""
+        await self._call(NoneType, lambda actor: actor.delete_block.remote(name))
+
+    async def add_block_entry(self, name: str, content: str) -> BlockWrite:
+        """Add an entry; a normalised duplicate is a no-op that says so."""
+        return await self._call(
+            BlockWrite, lambda actor: actor.add_block_entry.remote(name, content), create=True
+        )
+
+    async def replace_block_entry(self, name: str, old: str, new: str) -> BlockWrite:
+        """Rewrite the entry whose whole text (normalised) is ``old``."""
+        return await self._call(
+            BlockWrite, lambda actor: actor.replace_block_entry.remote(name, old, new)
+        )
+
+    async def remove_block_entry(self, name: str, content: str) -> Block:
+        """Remove the entry whose whole text (normalised) is ``content``."""
+        return await self._call(Block, lambda actor: actor.remove_block_entry.remote(name, content))
+
+    async def open_work_item(self, request: WorkItemOpen, item_id: str) -> WorkItem:
+        """Open a work item under ``item_id`` (chosen by the caller: a retry opens one)."""
+        return await self._call(
+            WorkItem, lambda actor: actor.open_work_item.remote(request, item_id), create=True
+        )
+
+    async def update_work_item(self, item_id: str, request: WorkItemUpdate) -> WorkItem:
+        return await self._call(
+            WorkItem, lambda actor: actor.update_work_item.remote(item_id, request)
+        )
+
+    async def close_work_item(self, item_id: str, outcome: str | None = None) -> ClosedWorkItem:
+        """Close a work item and finalise its episode."""
+        return await self._call(
+            ClosedWorkItem, lambda actor: actor.close_work_item.remote(item_id, outcome)
+        )
+
+    async def get_work_item(self, item_id: str) -> WorkItem:
+        return await self._call(WorkItem, lambda actor: actor.get_work_item.remote(item_id))
+
+    async def list_work_items(
+        self,
+        *,
+        session_id: str | None = None,
+        status: WorkItemStatus | None = None,
+        limit: int = 50,
+        before_seq: int | None = None,
+    ) -> WorkItemList:
+        """A page of work items, newest first; ``before_seq`` is a previous page's cursor."""
+        return await self._call(
+            WorkItemList,
+            lambda actor: actor.list_work_items.remote(
+                session_id=session_id, status=status, limit=limit, before_seq=before_seq
+            ),
+        )
+
+    async def working_memory(self, session_id: str | None = None) -> WorkingMemory:
+        """Where the work stands: open work items, current tasks and instructions."""
+        return await self._call(
+            WorkingMemory, lambda actor: actor.working_memory.remote(session_id)
+        )
+
+    async def list_episodes(
+        self, *, session_id: str | None = None, limit: int = 50, before_seq: int | None = None
+    ) -> EpisodePage:
+        """A page of episodes, newest first; ``before_seq`` is a previous page's cursor."""
+        return await self._call(
+            EpisodePage,
+            lambda actor: actor.list_episodes.remote(
+                session_id=session_id, limit=limit, before_seq=before_seq
+            ),
+        )
+
+    async def get_episode(self, episode_id: str) -> Episode:
+        return await self._call(Episode, lambda actor: actor.get_episode.remote(episode_id))
+
+    async def context(
+        self, request: ContextRequest, query_vector: np.ndarray | None = None
+    ) -> ContextResult:
+        """The assembled context; ``query_vector`` when the caller has embedded the query."""
+        return await self._call(
+            ContextResult, lambda actor: actor.context.remote(request, query_vector)
+        )
+
+    async def resolve_ref(self, ref: str) -> Resolved:
+        """The record a ``source_ref`` names (its ``kind`` says which)."""
+        return await self._call(Resolved, lambda actor: actor.resolve_ref.remote(ref))
+
+    async def flush(self, request: FlushRequest) -> FlushResult:
+        """Store what is durable in a slice of conversation (best effort)."""
+        return await self._call(FlushResult, lambda actor: actor.flush.remote(request), create=True)
 
     # ------------------------------------------------------ procedural memory
 

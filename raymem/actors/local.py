@@ -1,7 +1,7 @@
 """In-cluster access to a profile: call its actor directly, without HTTP."""
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -23,7 +23,28 @@ from raymem.types import (
     MessageIn,
     RecallRequest,
     RecallResult,
+    RecallType,
     RememberRequest,
+)
+from raymem.types_context import (
+    Block,
+    BlockList,
+    BlockWrite,
+    ClosedWorkItem,
+    ContextFormat,
+    ContextRequest,
+    ContextResult,
+    Episode,
+    EpisodePage,
+    FlushRequest,
+    FlushResult,
+    Resolved,
+    WorkingMemory,
+    WorkItem,
+    WorkItemList,
+    WorkItemOpen,
+    WorkItemStatus,
+    WorkItemUpdate,
 )
 
 DEFAULT_NAMESPACE = Settings().namespace
@@ -72,7 +93,7 @@ class LocalProfile:
         query: str,
         *,
         limit: int = 10,
-        types: list[MemoryType] | None = None,
+        types: list[RecallType] | None = None,
         session_id: str | None = None,
         synthesize: bool = True,
         include_messages: bool = True,
@@ -120,6 +141,150 @@ class LocalProfile:
         """Remove a memory's text from every copy: the memory, the turns it was drawn from
         and every memory drawn from those turns."""
         return run_blocking(self._calls.erase_memory(memory_id))
+
+    # ------------------------------------------------- the agent's context
+
+    def context(
+        self,
+        query: str = "",
+        *,
+        session_id: str | None = None,
+        budget_chars: int | None = None,
+        budget_tokens: int | None = None,
+        format: ContextFormat = "markdown",
+        as_of: datetime | None = None,
+    ) -> ContextResult:
+        request = ContextRequest(
+            query=query,
+            session_id=session_id,
+            budget_chars=budget_chars,
+            budget_tokens=budget_tokens,
+            format=format,
+            as_of=as_of,
+        )
+        return run_blocking(self._calls.context(request))
+
+    def blocks(self) -> BlockList:
+        return run_blocking(self._calls.list_blocks())
+
+    def set_block(self, name: str, *, limit: int) -> Block:
+        return run_blocking(self._calls.set_block_limit(name, limit)).block
+
+    def delete_block(self, name: str) -> None:
+        run_blocking(self._calls.delete_block(name))
+
+    def add_block_entry(self, block: str, content: str) -> BlockWrite:
+        return run_blocking(self._calls.add_block_entry(block, content))
+
+    def replace_block_entry(self, block: str, *, old: str, new: str) -> BlockWrite:
+        return run_blocking(self._calls.replace_block_entry(block, old, new))
+
+    def remove_block_entry(self, block: str, content: str) -> Block:
+        return run_blocking(self._calls.remove_block_entry(block, content))
+
+    def working_memory(self, *, session_id: str | None = None) -> WorkingMemory:
+        return run_blocking(self._calls.working_memory(session_id))
+
+    def open_work_item(
+        self,
+        objective: str,
+        *,
+        session_id: str | None = None,
+        delivery_target: str | None = None,
+        constraints: Sequence[str] = (),
+        scope: Sequence[str] = (),
+        todos: Sequence[str] = (),
+        followups: Sequence[str] = (),
+        waits: Sequence[str] = (),
+    ) -> WorkItem:
+        request = WorkItemOpen(
+            objective=objective,
+            session_id=session_id,
+            delivery_target=delivery_target,
+            constraints=list(constraints),
+            scope=list(scope),
+            todos=list(todos),
+            followups=list(followups),
+            waits=list(waits),
+        )
+        return run_blocking(self._calls.open_work_item(request, uuid.uuid4().hex))
+
+    def update_work_item(
+        self,
+        item_id: str,
+        *,
+        objective: str | None = None,
+        delivery_target: str | None = None,
+        constraints: Sequence[str] | None = None,
+        scope: Sequence[str] | None = None,
+        add_todos: Sequence[str] = (),
+        check_todos: Sequence[str] = (),
+        uncheck_todos: Sequence[str] = (),
+        add_followups: Sequence[str] = (),
+        resolve_followups: Sequence[str] = (),
+        add_waits: Sequence[str] = (),
+        resolve_waits: Sequence[str] = (),
+    ) -> WorkItem:
+        request = WorkItemUpdate(
+            objective=objective,
+            delivery_target=delivery_target,
+            constraints=None if constraints is None else list(constraints),
+            scope=None if scope is None else list(scope),
+            add_todos=list(add_todos),
+            check_todos=list(check_todos),
+            uncheck_todos=list(uncheck_todos),
+            add_followups=list(add_followups),
+            resolve_followups=list(resolve_followups),
+            add_waits=list(add_waits),
+            resolve_waits=list(resolve_waits),
+        )
+        return run_blocking(self._calls.update_work_item(item_id, request))
+
+    def close_work_item(self, item_id: str, *, outcome: str | None = None) -> ClosedWorkItem:
+        return run_blocking(self._calls.close_work_item(item_id, outcome))
+
+    def get_work_item(self, item_id: str) -> WorkItem:
+        return run_blocking(self._calls.get_work_item(item_id))
+
+    def work_items(
+        self,
+        *,
+        session_id: str | None = None,
+        status: WorkItemStatus | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> WorkItemList:
+        return run_blocking(
+            self._calls.list_work_items(
+                session_id=session_id,
+                status=status,
+                limit=limit,
+                before_seq=None if cursor is None else int(cursor),
+            )
+        )
+
+    def episodes(
+        self, *, session_id: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> EpisodePage:
+        return run_blocking(
+            self._calls.list_episodes(
+                session_id=session_id,
+                limit=limit,
+                before_seq=None if cursor is None else int(cursor),
+            )
+        )
+
+    def get_episode(self, episode_id: str) -> Episode:
+        return run_blocking(self._calls.get_episode(episode_id))
+
+    def resolve(self, source_ref: str) -> Resolved:
+        return run_blocking(self._calls.resolve_ref(source_ref))
+
+    def flush(
+        self, messages: Iterable[Mapping[str, Any] | MessageIn], *, session_id: str
+    ) -> FlushResult:
+        turns = [m if isinstance(m, MessageIn) else msgspec.convert(m, MessageIn) for m in messages]
+        return run_blocking(self._calls.flush(FlushRequest(session_id=session_id, messages=turns)))
 
 
 class AppNotRunning(RuntimeError):

@@ -6,7 +6,7 @@ entry in ``ARCHIVE_TABLES``, in the order the tables are written. A subsystem
 that keeps tables of its own adds its line types and entries here.
 """
 
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 
@@ -70,6 +70,63 @@ class MemoryLine(Line, tag="memory", kw_only=True, omit_defaults=True):
     forgotten_at: str | None
     # Left out unless set, so a profile without erasures archives as it always did.
     erased_at: str | None = None
+
+
+class BlockLine(Line, tag="block", kw_only=True):
+    name: Name
+    char_limit: int
+    created_at: str
+
+
+class BlockEntryLine(Line, tag="block_entry", kw_only=True):
+    block: Name
+    content: str
+    created_at: str
+    updated_at: str
+
+
+class WorkItemLine(Line, tag="work_item", kw_only=True):
+    id: str
+    session_id: Name | None
+    objective: str
+    delivery_target: str | None
+    constraints: list[str]
+    scope: list[str]
+    status: Literal["open", "closed"]
+    outcome: str | None
+    opened_at: str
+    updated_at: str
+    closed_at: str | None
+
+
+class WorkEntryLine(Line, tag="work_entry", kw_only=True):
+    item_id: str
+    type: Literal["todo", "followup", "wait"]
+    content: str
+    done: bool
+    created_at: str
+    done_at: str | None
+
+
+class EpisodeLine(Line, tag="episode", kw_only=True):
+    id: str
+    trigger: Literal["work_item", "session"]
+    work_item_id: str | None
+    session_id: Name | None
+    title: str
+    delivery_target: str | None
+    summary: str
+    scope: list[str]
+    resources: list[str]
+    decisions: list[str]
+    verification: list[str]
+    followups: list[str]
+    source_message_ids: list[str]
+    source_memory_ids: list[str]
+    started_at: str | None
+    ended_at: str
+    created_at: str
+    builder: str
 
 
 class ProceduralStateLine(Line, tag="procedural_state", kw_only=True):
@@ -203,6 +260,11 @@ ARCHIVE_TABLES: list[ArchiveTable] = [
     ArchiveTable("sessions", "rowid", SessionLine),
     ArchiveTable("messages", "seq", MessageLine),
     ArchiveTable("memories", "seq", MemoryLine),
+    ArchiveTable("context_blocks", "rowid", BlockLine),
+    ArchiveTable("block_entries", "seq", BlockEntryLine),
+    ArchiveTable("work_items", "seq", WorkItemLine),
+    ArchiveTable("work_entries", "seq", WorkEntryLine),
+    ArchiveTable("episodes", "seq", EpisodeLine),
     ArchiveTable("procedural_state", "id", ProceduralStateLine),
     ArchiveTable("actions", "seq", ActionLine),
     ArchiveTable("action_sequences", "seq", ActionSequenceLine),

@@ -19,7 +19,7 @@ from raymem.types import Memory, StoredMessage
 class Ranked(msgspec.Struct):
     """A memory or a raw message some channel found, with each channel's contribution."""
 
-    kind: str  # "memory" or "message"
+    kind: str  # "memory", "message" or "episode"
     seq: int
     parts: dict[str, float] = {}  # channel -> its weighted reciprocal-rank contribution
 

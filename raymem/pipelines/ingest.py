@@ -23,7 +23,7 @@ because a model did.
 """
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 
@@ -199,6 +199,7 @@ async def ingest(
     embed: EmbedFn | None = None,
     prototypes: TypePrototypes | None = None,
     timings: Timings | None = None,
+    keep: Callable[[Candidate], bool] | None = None,
 ) -> IngestResult:
     """Store a conversation's turns idempotently and the memories extracted from the new ones.
 
@@ -213,6 +214,8 @@ async def ingest(
         prototypes: the memory types' prototype vectors (kept by the caller, so
             they are embedded once).
         timings: stage name -> seconds, accumulated when given (benchmarks).
+        keep: which extracted memories to go on with (a flush leaves out what the
+            core blocks already say); None keeps all.
 
     Returns:
         The counts, the new memory ids, and ``latency_ms``: milliseconds per stage
@@ -229,6 +232,8 @@ async def ingest(
     candidates = await extract_candidates(
         fresh, generator=generator, timings=spent, embed=embed, prototypes=prototypes
     )
+    if keep is not None:
+        candidates = [candidate for candidate in candidates if keep(candidate)]
     reconciled, stored = await _reconcile_and_write(
         store, rows, candidates, session_id, generator=generator, embed=embed, timings=spent
     )

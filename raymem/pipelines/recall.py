@@ -33,6 +33,7 @@ import numpy as np
 from raymem.config import RecallSettings
 from raymem.models.chat import ChatModel
 from raymem.pipelines.answer import compose, date_facts, evidence_lines
+from raymem.pipelines.context import episodes
 from raymem.pipelines.currency import apply_currency
 from raymem.pipelines.fusion import (
     Ranked,
@@ -47,6 +48,8 @@ from raymem.pipelines.fusion import (
 from raymem.pipelines.query import Analysis, analyse, widen, within_budget
 from raymem.pipelines.recall_model import QueryExpansion, answer_question, expand_query
 from raymem.store import ProfileStore, to_db_time, utc_now
+from raymem.store.episodes import episodes_by_seq
+from raymem.store.refs import episode_ref, memory_ref, message_ref
 from raymem.types import Memory, RecallHit, RecallRequest, RecallResult
 
 log = logging.getLogger(__name__)
@@ -81,6 +84,8 @@ class Recaller:
             "memory_time": s.memory_time_weight,
             "hyde_memory_vector": s.hyde_memory_vector_weight,
             "hyde_message_vector": s.hyde_message_vector_weight,
+            "episode_fts": s.episode_weight,
+            "episode_vector": s.episode_weight,
         }
 
     async def recall(
@@ -128,6 +133,7 @@ class Recaller:
         finally:
             embed_task.cancel()  # a no-op once it is done
         vector_rankings = await self._vector_channels(request, query_vec, hyde_vec, timings)
+        vector_rankings.update(await self._episode_channel(request, analysis, query_vec))
 
         fuse_started = time.perf_counter()
         fused = fuse({**text_rankings, **vector_rankings}, weights, self.settings.rrf_k)
@@ -361,15 +367,31 @@ class Recaller:
         timings["vector_channels"] = _ms(started)
         return rankings
 
+    async def _episode_channel(
+        self, request: RecallRequest, analysis: Analysis, query_vec: np.ndarray | None
+    ) -> dict[str, list[tuple[str, int]]]:
+        """Episodes (records of finished work), by full text and by vector."""
+        if not self.settings.episode_weight or (request.types and "episode" not in request.types):
+            return {}
+        fts = " OR ".join(analysis.fts_terms) or None  # episodes are few: no postings budget
+        found = await episodes.rankings(self.store, fts, query_vec, limit=self._limit(request))
+        return {channel: [("episode", seq) for seq in seqs] for channel, seqs in found.items()}
+
     async def _load(self, fused: list[Ranked], request: RecallRequest) -> list[Scored]:
         """Rows for the fused candidates, filtered by type, session and supersession."""
         memories = self.store.search.memories_with_turns(
             [c.seq for c in fused if c.kind == "memory"]
         )
         messages = self.store.search.messages_by_seq([c.seq for c in fused if c.kind == "message"])
+        found = episodes_by_seq(self.store.quick, [c.seq for c in fused if c.kind == "episode"])
         items = []
         for candidate in fused:
-            if candidate.kind == "memory":
+            if candidate.kind == "episode":
+                episode = found.get(candidate.seq)
+                memory = None if episode is None else episodes.as_memory(episode)
+                if memory is not None and _memory_matches(memory, request=request):
+                    items.append(Scored(dict(candidate.parts), memory=memory))
+            elif candidate.kind == "memory":
                 memory, turn_seq, turn_at = memories.get(candidate.seq, (None, None, None))
                 if memory is not None and _memory_matches(memory, request=request):
                     items.append(
@@ -444,7 +466,13 @@ def _memory_matches(memory: Memory, *, request: RecallRequest) -> bool:
 def _hit(item: Scored) -> RecallHit:
     if item.memory is not None:
         fields: dict[str, Any] = msgspec.structs.asdict(item.memory)
-        return RecallHit(**fields, score=round(item.score, 6), channels=item.channels)
+        is_episode = item.memory.type == "episode"
+        return RecallHit(
+            **fields,
+            score=round(item.score, 6),
+            channels=item.channels,
+            source_ref=(episode_ref if is_episode else memory_ref)(item.memory.id),
+        )
     message = item.message
     assert message is not None
     return RecallHit(
@@ -459,6 +487,7 @@ def _hit(item: Scored) -> RecallHit:
         score=round(item.score, 6),
         channels=item.channels,
         stale=item.stale,
+        source_ref=message_ref(message.id),
     )
 
 

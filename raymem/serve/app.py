@@ -19,15 +19,22 @@ from raymem.actors.pools import (
 )
 from raymem.config import Settings, load_settings
 from raymem.serve.api import app
+from raymem.serve.extras import mount_extras
 from raymem.serve.routes.archives import ArchiveRoutes
+from raymem.serve.routes.context import ContextRoutes
 from raymem.serve.routes.memories import MemoryRoutes
 from raymem.serve.routes.procedural import ProceduralRoutes
 from raymem.serve.routes.profiles import ProfileRoutes
 from raymem.serve.routes.sessions import SessionRoutes
 
+# MCP at /mcp, the memory browser at /ui, API docs: added before @serve.ingress freezes the app.
+mount_extras(app)
+
 
 @serve.ingress(app)
-class Ingress(MemoryRoutes, SessionRoutes, ProfileRoutes, ArchiveRoutes, ProceduralRoutes):
+class Ingress(
+    MemoryRoutes, SessionRoutes, ProfileRoutes, ArchiveRoutes, ContextRoutes, ProceduralRoutes
+):
     """Authenticates, validates and routes each request to its profile actor."""
 
 

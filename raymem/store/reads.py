@@ -11,6 +11,7 @@ from typing import Any
 import aiosqlite
 
 from raymem.errors import MemoryErased, MemoryNotFound, MessageNotFound, SessionNotFound
+from raymem.store import episodes as episode_store
 from raymem.store.rows import (
     COUNTS_SQL,
     MEMORY_COLUMNS,
@@ -24,6 +25,9 @@ from raymem.store.rows import (
 from raymem.store.search import memory_filters
 from raymem.store.writer import existing_message_ids, fetch
 from raymem.types import Memory, ProfileInfo, Session, StoredMessage
+
+#: The vector tables whose rows waiting for an embedding ``pending_vectors`` reads.
+PENDING_TABLES = ("memory_vectors", "message_vectors", "episode_vectors")
 
 # A turn's vector also holds the start of the turns before it in its session.
 # On LoCoMo turn-level any@10: none .836, one .843, two .849. The first 200
@@ -136,9 +140,16 @@ class Reads:
         A memory's text is its content alone, as ``reconcile.embedding_text`` makes it
         (its search questions serve full-text search); tasks get no vector. A turn's
         is its content and the start of the ``CONTEXT_TURNS`` turns before it,
-        nearest first: a reply ("I'm drawn to turtles") means what it answers.
+        nearest first: a reply ("I'm drawn to turtles") means what it answers. An
+        episode's is its title and the start of its summary.
         """
+        if table not in PENDING_TABLES:  # procedural memory reads its own (store/procedural)
+            raise ValueError(f"Pending rows of {table!r} are not read here")
         order = "DESC" if newest_first else "ASC"
+        if table == "episode_vectors":  # an episode's title and summary
+            return await episode_store.pending_vectors(
+                self._reader, limit=limit, newest_first=newest_first
+            )
         if table == "memory_vectors":
             sql = (
                 "SELECT seq, content FROM memories WHERE vectorised = 0 AND type != 'task'"

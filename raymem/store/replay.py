@@ -10,7 +10,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from raymem.store import erase
+from raymem.store import blocks, episodes, erase, work
 from raymem.store.procedural import replay as procedural
 from raymem.store.rows import RESTORED_TABLES, content_hash, placeholders, stored_value
 from raymem.store.writer import SESSION_UPSERT, StoreWriter, fetch
@@ -121,6 +121,14 @@ REPLAYERS: dict[str, Replayer] = {
     "session_delete": erase.replay_session_delete,
     "purge": erase.replay_purge,
     "erase": erase.replay_erase,
+    # The agent's context.
+    "block_limit": blocks.apply_limit,
+    "block_delete": blocks.apply_delete,
+    "block_entry_add": blocks.apply_add,
+    "block_entry_replace": blocks.apply_replace,
+    "block_entry_remove": blocks.apply_remove,
+    "working_memory": work.apply,
+    "episode": episodes.apply,
     "procedural_enabled": procedural.enabled,
     "actions": procedural.captured,
     "action_sequences": procedural.sequences,

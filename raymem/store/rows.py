@@ -46,6 +46,18 @@ MEMORY_COLUMNS = "seq, " + ", ".join(MEMORY_FIELDS)
 MESSAGE_COLUMNS = "seq, id, session_id, role, content, created_at"
 
 
+#: An episode's list columns, stored as JSON text.
+EPISODE_LISTS = (
+    "scope",
+    "resources",
+    "decisions",
+    "verification",
+    "followups",
+    "source_message_ids",
+    "source_memory_ids",
+)
+
+
 class TableColumns(NamedTuple):
     """A table's whole-row columns as archives carry them and replay restores them.
 
@@ -80,6 +92,45 @@ RESTORED_TABLES: dict[str, TableColumns] = {
         ),
         json=("source_message_ids", "source_spans"),
         lines=("search_queries",),
+    ),
+    # The agent's context (store/blocks.py, store/work.py, store/episodes.py).
+    "context_blocks": TableColumns(("name", "char_limit", "created_at")),
+    "block_entries": TableColumns(("block", "content", "created_at", "updated_at")),
+    "work_items": TableColumns(
+        (
+            "id",
+            "session_id",
+            "objective",
+            "delivery_target",
+            "constraints",
+            "scope",
+            "status",
+            "outcome",
+            "opened_at",
+            "updated_at",
+            "closed_at",
+        ),
+        json=("constraints", "scope"),
+    ),
+    "work_entries": TableColumns(
+        ("item_id", "type", "content", "done", "created_at", "done_at"), flags=("done",)
+    ),
+    "episodes": TableColumns(
+        (
+            "id",
+            "trigger",
+            "work_item_id",
+            "session_id",
+            "title",
+            "delivery_target",
+            "summary",
+            *EPISODE_LISTS,
+            "started_at",
+            "ended_at",
+            "created_at",
+            "builder",
+        ),
+        json=EPISODE_LISTS,
     ),
     # Procedural memory (procedural.sql); the Structs of raymem.types_procedural name the same
     # columns in the same order.

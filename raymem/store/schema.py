@@ -24,6 +24,7 @@ MIGRATIONS: dict[int, str] = {1: "migrate_2.sql"}
 
 #: Subsystems' tables: part name -> SQL resource files in raymem/store/, applied in order.
 PARTS: dict[str, tuple[str, ...]] = {
+    "context": ("context.sql",),
     "erasure": ("erasure.sql",),
     "procedural": ("procedural.sql",),
 }
@@ -33,6 +34,7 @@ PARTS: dict[str, tuple[str, ...]] = {
 VECTOR_SOURCES: dict[str, str] = {
     "memory_vectors": "memories",
     "message_vectors": "messages",
+    "episode_vectors": "episodes",
     "action_sequence_vectors": "action_sequences",
     "skill_vectors": "skills",
 }

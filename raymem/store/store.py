@@ -18,11 +18,10 @@ import aiosqlite
 from raymem.store import schema
 from raymem.store.connection import Error, open_connection, open_sync
 from raymem.store.reads import Reads
+from raymem.store.schema import VECTOR_SOURCES
 from raymem.store.search import Search
 from raymem.store.vector_index import CachedIndex
 from raymem.store.writer import StoreWriter, fetch
-
-VECTOR_TABLES = ("memory_vectors", "message_vectors")
 
 
 class ProfileStore:
@@ -39,7 +38,7 @@ class ProfileStore:
         self._writer, self._reader = writer, reader
         self._quick: Any = open_sync(path)
         self._write_lock = asyncio.Lock()
-        self._vector_indexes = {table: CachedIndex(path, table, dim) for table in VECTOR_TABLES}
+        self._vector_indexes = {table: CachedIndex(path, table, dim) for table in VECTOR_SOURCES}
         self.reads = Reads(reader)
         self.search = Search(self._quick, self._vector_indexes)
 
@@ -65,6 +64,11 @@ class ProfileStore:
             await writer.close()
             raise
         return cls(path, writer, reader, dim)
+
+    @property
+    def quick(self) -> Any:
+        """The blocking read-only connection, for subsystems' short indexed lookups."""
+        return self._quick
 
     async def close(self) -> None:
         async with self._write_lock:
@@ -116,6 +120,6 @@ class ProfileStore:
         return not busy
 
     async def warm_vector_indexes(self) -> None:
-        """Read both vector tables into memory now, so the first recall does not wait for it."""
+        """Read the vector tables into memory now, so the first recall does not wait for it."""
         for cached in self._vector_indexes.values():
             await cached.get()

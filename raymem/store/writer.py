@@ -23,6 +23,7 @@ from raymem.store.rows import (
     utc_now,
     vector_blob,
 )
+from raymem.store.schema import VECTOR_SOURCES
 from raymem.store.vector_index import VectorChange
 
 #: Rows per ``IN (...)`` list: well below SQLite's limit on bound parameters.
@@ -206,8 +207,8 @@ class StoreWriter:
     async def set_vectors(
         self, table: str, rows: Sequence[tuple[int, Sequence[float] | np.ndarray]]
     ) -> None:
-        """Store embeddings for memories or messages and mark them vectorised."""
-        source = {"memory_vectors": "memories", "message_vectors": "messages"}[table]
+        """Store embeddings for memories, messages or episodes and mark them vectorised."""
+        source = VECTOR_SOURCES[table]
         if source == "memories":
             # A memory superseded or forgotten while it was being embedded gets no vector.
             seqs = [seq for seq, _ in rows]

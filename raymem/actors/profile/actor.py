@@ -1,6 +1,7 @@
 """ProfileActor: the single owner and writer of one profile's SQLite file."""
 
 from raymem.actors.profile.archives import ArchiveOperations
+from raymem.actors.profile.context import ContextOperations
 from raymem.actors.profile.erasure import ErasureOperations
 from raymem.actors.profile.memories import MemoryOperations
 from raymem.actors.profile.procedural import ProceduralOperations
@@ -12,6 +13,7 @@ class ProfileActor(
     SessionOperations,
     ErasureOperations,
     ArchiveOperations,
+    ContextOperations,
     ProceduralOperations,
 ):
     """One profile as a Ray actor, named ``<tenant>/<profile>``.

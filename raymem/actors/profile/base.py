@@ -35,6 +35,7 @@ from raymem.actors.live import live_profiles
 from raymem.actors.pools import EMBEDDER_DEPLOYMENT, GENERATOR_DEPLOYMENT, pool_generator
 from raymem.config import Settings
 from raymem.errors import ErasureIncomplete, ProfileClosing
+from raymem.models.chat import ChatModel
 from raymem.pipelines import procedural
 from raymem.pipelines.classify import TypePrototypes
 from raymem.pipelines.generators import Generator, LLMGenerator, make_generator
@@ -42,6 +43,7 @@ from raymem.pipelines.procedural.sequences import IntentSummariser
 from raymem.pipelines.procedural.summary import ChatSummariser
 from raymem.pipelines.recall import Recaller
 from raymem.store import ProfileStore, erase, to_db_time, utc_now
+from raymem.store.reads import PENDING_TABLES
 from raymem.types import ProfileInfo
 
 log = logging.getLogger(__name__)
@@ -178,6 +180,12 @@ class ProfileBase:
             return make_generator(models)  # the endpoint is called from here directly
         handle = serve.get_deployment_handle(GENERATOR_DEPLOYMENT, app_name=self.settings.app_name)
         return pool_generator(handle, models, profile=self.name)
+
+    def _episode_model(self) -> tuple[ChatModel | None, str]:
+        """What writes episodes: the configured model's chat and its name, or the rules."""
+        if isinstance(self._generator, LLMGenerator):
+            return self._generator.chat, self.settings.models.generator
+        return None, "rules"
 
     async def _embed(self, texts: list[str]) -> np.ndarray:
         vectors: np.ndarray = await self._embedder.embed.remote(texts)
@@ -342,12 +350,13 @@ class ProfileBase:
             self._vectoriser = asyncio.create_task(self._vectorise_pending())
 
     async def _vectorise_pending(self) -> None:
-        """Embed every memory, message, action sequence and skill still without a vector."""
+        """Embed every memory, message, episode, action sequence and skill still without a
+        vector, in batches."""
         store = self._store
         try:
             while store is not None and not self._closing:
                 did_work = False
-                for table in ("memory_vectors", "message_vectors"):
+                for table in PENDING_TABLES:
                     pending = await store.reads.pending_vectors(table, limit=VECTOR_BATCH)
                     if pending:
                         texts = [text for _, text in pending]

@@ -1,8 +1,10 @@
-"""A profile actor's session operations: append a turn, read the last turns, list, end, erase."""
+"""A profile actor's session operations: append a turn, read the last turns, list, end
+(consolidate, and finalise the session's episode), erase."""
 
 from raymem.actors.profile.base import ProfileBase, entry
 from raymem.errors import SessionNotFound
 from raymem.pipelines import ingest as ingest_pipeline
+from raymem.pipelines.context import episodes
 from raymem.pipelines.procedural.sequences import close_session as close_action_sequence
 from raymem.store import erase, to_db_time, utc_now
 from raymem.types import (
@@ -62,6 +64,15 @@ class SessionOperations(ProfileBase):
                 action_sequence_id=sequence.id,
             )
         reconciled = await ingest_pipeline.consolidate_session(store, session_id, **self._models())
+        chat, builder = self._episode_model()
+        episode = await episodes.finalise_session(
+            store,
+            session_id,
+            settings=self.settings.context,
+            chat=chat,
+            builder=builder,
+            now=utc_now(),
+        )
         await self._after_write()
         return SessionEnded(
             session=await store.reads.get_session(session_id),
@@ -71,6 +82,7 @@ class SessionOperations(ProfileBase):
                 duplicates=reconciled.duplicates,
             ),
             memory_ids=reconciled.added,
+            episode_id=None if episode is None else episode.id,
             action_sequence_id=None if sequence is None else sequence.id,
         )
 
