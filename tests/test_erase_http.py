@@ -224,13 +224,17 @@ def test_clients_erase_sync_async_and_in_cluster(
     secrets = [marker() for _ in range(3)]
     with Client(serve_app) as client:
         profile = client.get_profile(profile_name)
-        for number, secret in enumerate(secrets):
+        facts = ["My locker code is {}.", "My dog is named {}.", "I work at a company called {}."]
+        for number, (fact, secret) in enumerate(zip(facts, secrets, strict=True)):
             profile.ingest(
-                [MessageIn(role="user", content=f"My locker code is {secret}.")],
-                session_id=f"s{number}",
+                [MessageIn(role="user", content=fact.format(secret))], session_id=f"s{number}"
             )
         ids = {
-            secret: next(m.id for m in profile.list(limit=100).memories if secret in m.content)
+            secret: next(
+                m.id
+                for m in profile.list(limit=100, include_superseded=True).memories
+                if secret in m.content
+            )
             for secret in secrets
         }
         erased = profile.erase(ids[secrets[0]])
