@@ -1,4 +1,4 @@
-"""Recall latency, ingest throughput, cold activation and actor memory at growing profile sizes.
+"""Recall latency, ingest throughput, wakes and host memory at growing profile sizes.
 
     python benchmarks/latency.py --sizes 1000,10000,100000 --queries 200
 
@@ -13,7 +13,10 @@ Starts a private local Ray with the raymem Serve app on a free loopback port.
    the run, and recall latency does not depend on what the vectors mean). Then
    recall is measured through the actor with a precomputed query vector (no
    model stages), through the actor with the query embedded by the model pool,
-   and through HTTP; plus cold activation and the actor's resident memory.
+   and through HTTP; plus the wake of the hibernated profile (its first call, in a
+   warm profile host) and the resident memory of the host it is open in.
+3. Memory: the profile hosts' summed PSS over the profiles open in them (PSS per
+   open profile) and per host; a profile is no longer a process of its own.
 
 Prints a table and writes JSON to benchmarks/results/latency.json.
 """
@@ -201,34 +204,42 @@ def http_latency(client: Client, profile: str, size: int, queries: int) -> dict[
     return percentiles(samples)
 
 
-def cold_activation(settings: Settings, profile: str, repeats: int = 5) -> dict[str, float]:
-    """Kill the (idle, flushed) actor, then time the first call that re-activates it."""
-    import ray
-
-    from raymem.actors.registry import ProfileRouter, actor_name
+def wake(settings: Settings, profile: str, repeats: int = 5) -> dict[str, float]:
+    """Hibernate the (idle, flushed) profile, then time the first call that wakes it."""
+    from raymem.actors.registry import ProfileRouter
 
     samples = []
     for _ in range(repeats):
         calls = ProfileCalls(ProfileRouter(settings), "default", profile)
-        handle = ray.get_actor(actor_name("default", profile), namespace=settings.namespace)
-        ray.kill(handle, no_restart=True)
-        while True:
-            try:
-                ray.get_actor(actor_name("default", profile), namespace=settings.namespace)
-                time.sleep(0.01)
-            except ValueError:
-                break
+        run_blocking(calls.hibernate())
+        while run_blocking(calls.process_stats()) is not None:
+            time.sleep(0.01)
         began = time.perf_counter()
         run_blocking(calls.info())
         samples.append((time.perf_counter() - began) * 1000)
     return percentiles(samples)
 
 
-def rss_bytes(router: Any, profile: str) -> int:
-    """The resident memory of the profile's live actor."""
+def host_rss_bytes(router: Any, profile: str) -> int:
+    """The resident memory of the host process the profile is open in."""
     stats = run_blocking(ProfileCalls(router, "default", profile).process_stats())
-    assert stats is not None, f"profile {profile} is not live"
+    assert stats is not None, f"profile {profile} is not open"
     return stats.rss_bytes
+
+
+def host_memory(settings: Settings) -> dict[str, Any]:
+    """PSS per profile host and per open profile (the hosts' sum over their open profiles)."""
+    from raymem.actors.host import hosts_usage
+
+    usages = run_blocking(hosts_usage(settings))
+    pss = sum(u.pss_bytes for u in usages)
+    open_profiles = sum(len(u.open_profiles) for u in usages)
+    return {
+        "hosts": len(usages),
+        "open_profiles": open_profiles,
+        "pss_mb_per_host": [round(u.pss_bytes / 2**20, 1) for u in usages],
+        "pss_mb_per_open_profile": round(pss / 2**20 / max(open_profiles, 1), 1),
+    }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -273,29 +284,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             }
             row.update(asyncio.run(actor_latency(router, profile, size, args.queries, embedder)))
             row["http_ms"] = http_latency(client, profile, size, args.queries)
-            row["actor_rss_mb"] = round(rss_bytes(router, profile) / 2**20, 1)
-            row["cold_activation_ms"] = cold_activation(settings, profile)
+            row["host_rss_mb"] = round(host_rss_bytes(router, profile) / 2**20, 1)
+            row["wake_ms"] = wake(settings, profile)
             row["file_mb"] = round(
                 sum(f.stat().st_size for f in (data_dir / "default" / profile).iterdir()) / 2**20, 1
             )
             rows.append(row)
             print_row(row)
         run_blocking(ProfileCalls(router, "default", "idle-profile").activate())
-        idle_rss = rss_bytes(router, "idle-profile")
+        memory = host_memory(settings)
     finally:
         client.close()
         server.stop()
         del ray
     return {
         "rows": rows,
-        "idle_actor_rss_mb": round(idle_rss / 2**20, 1),
+        "host_memory": memory,
         "cpus": os.cpu_count(),
     }
 
 
 HEADER = (
     f"{'memories':>9} {'build s':>8} {'actor p50/p95/p99 (no model)':>29} "
-    f"{'actor+embed p50/p99':>20} {'HTTP p50/p95/p99':>20} {'hit@10':>7} {'cold ms p50':>12} {'RSS MB':>7} {'file MB':>8}"
+    f"{'actor+embed p50/p99':>20} {'HTTP p50/p95/p99':>20} {'hit@10':>7} {'wake ms p50':>12} {'host RSS MB':>11} {'file MB':>8}"
 )
 
 
@@ -308,7 +319,7 @@ def print_row(row: dict[str, Any]) -> None:
         f"{row['memories']:>9} {row['build_s']:>8} "
         f"{a['p50']:>9}/{a['p95']}/{a['p99']:<9} {e['p50']:>9}/{e['p99']:<10} "
         f"{h['p50']:>7}/{h['p95']}/{h['p99']:<7} {row['hit_at_10']:>7} "
-        f"{row['cold_activation_ms']['p50']:>12} {row['actor_rss_mb']:>7} {row['file_mb']:>8}",
+        f"{row['wake_ms']['p50']:>12} {row['host_rss_mb']:>11} {row['file_mb']:>8}",
         flush=True,
     )
     inside = row["pipeline_in_actor_ms"]
@@ -340,7 +351,7 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/latency.json")
     args = parser.parse_args()
     result = run(args)
-    print(f"idle profile actor RSS: {result['idle_actor_rss_mb']} MB")
+    print(f"profile hosts: {result['host_memory']}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(f"saved {args.out}", file=sys.stderr)

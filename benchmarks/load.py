@@ -6,8 +6,9 @@ Starts a private local Ray with the raymem Serve app on a free loopback port and
 short ``profiles.idle_timeout_s``, so profiles hibernate and re-activate during the
 run: clients draw most profiles from a "hot" window that slides over the profiles
 every ``--shift-s`` seconds (longer than the idle timeout), and the rest uniformly.
-A sampler records the live profile actors and their total RSS once a second
-(``process_stats`` does not count as use, so sampling never keeps an actor awake).
+A sampler records the open profiles and the profile hosts' summed RSS and PSS once a
+second (sampling never counts as use, so it never keeps a profile awake); PSS per
+open profile is the hosts' summed PSS over the profiles open in them.
 Afterwards every acknowledged ingest (its session and turns) and remember (its
 memory id) is read back over HTTP: lost writes must be 0.
 Prints a table and writes JSON to benchmarks/results/load.json.
@@ -175,49 +176,19 @@ async def seed_profiles(url: str, args: argparse.Namespace) -> float:
 # ------------------------------------------------------------------ sampler
 
 
-def live_profile_actors(settings: Settings) -> list[str]:
-    import ray
-
-    return sorted(
-        a["name"]
-        for a in ray.util.list_named_actors(all_namespaces=True)
-        if a["namespace"] == settings.namespace and a["name"].startswith("default/")
-    )
-
-
-SAMPLE_TIMEOUT_S = 2.0  # an actor still starting or already exiting is skipped
-
-
 def sample(settings: Settings, began: float) -> dict[str, Any]:
-    """Live profile actors and their RSS; an actor still starting or already exiting is skipped."""
-    from raymem.actors.calls import ProfileCalls
-    from raymem.actors.registry import ProfileRouter
+    """The open profiles, by the pid of the host they are open in, and the hosts' memory."""
+    from raymem.actors.calls import run_blocking
+    from raymem.actors.host import hosts_usage
 
-    names = live_profile_actors(settings)
-    router = ProfileRouter(settings)
-
-    async def stats_of(name: str) -> Any:
-        tenant, profile = name.split("/", 1)
-        try:
-            stats = ProfileCalls(router, tenant, profile).process_stats()
-            return await asyncio.wait_for(stats, SAMPLE_TIMEOUT_S)
-        except Exception:  # starting, or hibernated in the meantime
-            return None
-
-    async def sample_all() -> list[Any]:
-        return await asyncio.gather(*(stats_of(name) for name in names))
-
-    pids: dict[str, int] = {}
-    rss = 0
-    for name, stats in zip(names, asyncio.run(sample_all()), strict=True):
-        if stats is not None:
-            rss += stats.rss_bytes
-            pids[name] = stats.pid
+    usages = run_blocking(hosts_usage(settings))
+    pids = {name: u.pid for u in usages for name in u.open_profiles}
     return {
         "t": round(time.monotonic() - began, 1),
         "live": len(pids),
-        "starting": len(names) - len(pids),
-        "rss_mb": round(rss / 2**20, 1),
+        "hosts": len(usages),
+        "rss_mb": round(sum(u.rss_bytes for u in usages) / 2**20, 1),
+        "pss_mb": round(sum(u.pss_bytes for u in usages) / 2**20, 1),
         "pids": pids,
     }
 
@@ -229,18 +200,16 @@ def sampler(settings: Settings, run: Run, stop: threading.Event, began: float) -
 
 
 def transitions(samples: list[dict[str, Any]]) -> tuple[int, int]:
-    """Hibernations (a live actor gone by the next sample) and re-activations (a new process
-    for a profile that had one before)."""
+    """Hibernations (an open profile gone by the next sample) and re-activations (a profile
+    open again after it was seen closed)."""
     hibernated = reactivated = 0
-    last_pid: dict[str, int] = {}
+    seen: set[str] = set()
     previous: set[str] = set()
     for s in samples:
         names = set(s["pids"])
         hibernated += len(previous - names)
-        for name, pid in s["pids"].items():
-            if name in last_pid and last_pid[name] != pid:
-                reactivated += 1
-            last_pid[name] = pid
+        reactivated += len((names - previous) & seen)
+        seen |= names
         previous = names
     return hibernated, reactivated
 
@@ -320,6 +289,7 @@ def main_run(args: argparse.Namespace) -> dict[str, Any]:
     hibernated, activated = transitions(run.samples)
     live = [s["live"] for s in run.samples] or [0]
     rss = [s["rss_mb"] for s in run.samples] or [0.0]
+    pss = [s["pss_mb"] for s in run.samples] or [0.0]
     return {
         "config": {
             k: getattr(args, k)
@@ -345,11 +315,13 @@ def main_run(args: argparse.Namespace) -> dict[str, Any]:
             "mean": round(statistics.fmean(live), 1),
         },
         "rss_mb": {"min": min(rss), "max": max(rss), "mean": round(statistics.fmean(rss), 1)},
-        "rss_mb_per_actor": round(max(rss) / max(max(live), 1), 1),
+        "pss_mb": {"min": min(pss), "max": max(pss), "mean": round(statistics.fmean(pss), 1)},
+        "pss_mb_per_open_profile": round(max(pss) / max(max(live), 1), 1),
+        "hosts": max((s["hosts"] for s in run.samples), default=0),
         "hibernations_seen": hibernated,
         "reactivations_seen": activated,
         "live_after_check": after["live"],
-        "timeline": [{k: s[k] for k in ("t", "live", "starting", "rss_mb")} for s in run.samples],
+        "timeline": [{k: s[k] for k in ("t", "live", "hosts", "pss_mb")} for s in run.samples],
     }
 
 
@@ -371,10 +343,11 @@ def print_report(result: dict[str, Any]) -> None:
     for error in result["errors"]:
         print(f"  error: {error}")
     print(
-        f"live profile actors: min {result['live_actors']['min']}, max {result['live_actors']['max']},"
-        f" mean {result['live_actors']['mean']}; total RSS MB: min {result['rss_mb']['min']},"
-        f" max {result['rss_mb']['max']}, mean {result['rss_mb']['mean']}"
-        f" (~{result['rss_mb_per_actor']} MB per actor)"
+        f"open profiles: min {result['live_actors']['min']}, max {result['live_actors']['max']},"
+        f" mean {result['live_actors']['mean']} in {result['hosts']} hosts; hosts' PSS MB:"
+        f" min {result['pss_mb']['min']}, max {result['pss_mb']['max']},"
+        f" mean {result['pss_mb']['mean']} (~{result['pss_mb_per_open_profile']} MB per open"
+        " profile)"
     )
     print(
         f"hibernations seen: {result['hibernations_seen']}, re-activations seen:"
@@ -384,8 +357,8 @@ def print_report(result: dict[str, Any]) -> None:
     step = max(1, len(result["timeline"]) // 12)
     print("t s:      " + " ".join(f"{s['t']:>6}" for s in result["timeline"][::step]))
     print("live:     " + " ".join(f"{s['live']:>6}" for s in result["timeline"][::step]))
-    print("starting: " + " ".join(f"{s['starting']:>6}" for s in result["timeline"][::step]))
-    print("RSS MB:   " + " ".join(f"{s['rss_mb']:>6.0f}" for s in result["timeline"][::step]))
+    print("hosts:    " + " ".join(f"{s['hosts']:>6}" for s in result["timeline"][::step]))
+    print("PSS MB:   " + " ".join(f"{s['pss_mb']:>6.0f}" for s in result["timeline"][::step]))
 
 
 def main() -> None:

@@ -28,6 +28,8 @@ Progress = Callable[[int], None]  # called with the bytes of each chunk
 
 
 class _Sink:
+    """Counts the bytes written to it; ``written`` becomes the file's size once it is closed."""
+
     def __init__(self, stream: BinaryIO) -> None:
         self._stream = stream
         self.written = 0
@@ -75,9 +77,11 @@ def archive_sink(
         with os.fdopen(fd, "wb") as raw:
             compress = url.endswith(".gz")
             stream: BinaryIO = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if compress else raw  # type: ignore[assignment]
-            yield _Sink(stream)
+            sink = _Sink(stream)
+            yield sink
             if compress:
                 stream.close()
+        sink.written = os.path.getsize(tmp)  # what the file holds: compressed, for .gz
         if is_s3:
             from raymem.export import parse_s3_url
 

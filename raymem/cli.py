@@ -8,6 +8,7 @@ import msgspec
 
 from raymem.cli_common import client_options, open_client, read_turns, server_errors
 from raymem.cli_context import context
+from raymem.cli_dream import dream, review
 from raymem.cli_mcp import mcp
 from raymem.cli_memory import memory
 from raymem.cli_procedural import procedural
@@ -181,6 +182,8 @@ def snapshot(profile: str, url: str, token: str | None) -> None:
 
 cli.add_command(memory)
 cli.add_command(context)
+cli.add_command(dream)
+cli.add_command(review)
 cli.add_command(mcp)
 cli.add_command(procedural)
 

@@ -171,7 +171,9 @@ def rm(
 ) -> None:
     """Erase SESSION (its turns, its memories and those drawn from its turns), or the
     profile with --all."""
-    if everything == (session is not None):
+    if everything and session is not None:
+        raise click.UsageError("Name a SESSION or pass --all, not both")
+    if not everything and session is None:
         raise click.UsageError("Name a SESSION, or pass --all to delete the whole profile")
     what = (
         f"profile {profile!r} and all its data"

@@ -10,17 +10,25 @@ it, and have the same methods with the same parameters.
     print(profile.recall("Which package manager?").answer)
 """
 
+import asyncio
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from types import NoneType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from urllib.parse import quote
 
 import httpx
 import msgspec
 
 from raymem.archive_io import Destination, Progress, Source, archive_sink, read_archive
 from raymem.config import ObjectStoreSettings
+from raymem.names import validate_name
 from raymem.types import (
+    DreamAdopted,
+    DreamDiff,
+    DreamList,
+    DreamStatus,
     ImportResult,
     IngestResult,
     MemoryErasure,
@@ -29,8 +37,13 @@ from raymem.types import (
     MemoryWithHistory,
     MessageList,
     ProfileList,
+    Proposal,
+    ProposalList,
+    ProposalState,
     RecallResult,
     RecallType,
+    ReviewMode,
+    ReviewModeName,
     Role,
     SessionDeleted,
     SessionEnded,
@@ -63,6 +76,7 @@ if TYPE_CHECKING:
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_TIMEOUT_S = 60.0
+DREAM_POLL_S = 0.5  # how often ``wait_dream`` asks whether a dream still runs
 MessageLike = Mapping[str, Any] | msgspec.Struct
 
 T = TypeVar("T")
@@ -140,6 +154,11 @@ def _without_none(values: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
+def _segment(value: str) -> str:
+    """``value`` as one path segment: ``/`` and ``.`` escaped too, so ``..`` cannot climb."""
+    return quote(value, safe="").replace(".", "%2E")
+
+
 def _types(type: MemoryType | Sequence[MemoryType] | None) -> list[MemoryType] | None:
     return [type] if isinstance(type, str) else None if type is None else list(type)
 
@@ -170,7 +189,7 @@ class _Profile:
     """The calls of one profile; subclasses send them."""
 
     def __init__(self, name: str) -> None:
-        self.name = name
+        self.name = validate_name(name, "profile")
         self._base = f"/v1/profiles/{name}"
 
     def _ingest(self, messages: Iterable[MessageLike], session_id: str) -> _Call[IngestResult]:
@@ -232,10 +251,10 @@ class _Profile:
         return _Call("GET", f"{self._base}/memories", MemoryPage, params=params)
 
     def _get(self, memory_id: str) -> _Call[MemoryWithHistory]:
-        return _Call("GET", f"{self._base}/memories/{memory_id}", MemoryWithHistory)
+        return _Call("GET", f"{self._base}/memories/{_segment(memory_id)}", MemoryWithHistory)
 
     def _forget(self, memory_id: str) -> _Call[None]:
-        return _Call("DELETE", f"{self._base}/memories/{memory_id}", NoneType)
+        return _Call("DELETE", f"{self._base}/memories/{_segment(memory_id)}", NoneType)
 
     def _erase(self, memory_id: str) -> _Call[MemoryErasure]:
         return _Call("POST", f"{self._base}/memories/{memory_id}/erase", MemoryErasure)
@@ -342,10 +361,35 @@ class _Profile:
         body = {"session_id": session_id, "messages": [_as_dict(m) for m in messages]}
         return _Call("POST", f"{self._base}/flush", FlushResult, body=body)
 
+    def _start_dream(self, instructions: str, max_sessions: int | None) -> _Call[DreamStatus]:
+        body = _without_none({"instructions": instructions, "max_sessions": max_sessions})
+        return _Call("POST", f"{self._base}/dreams", DreamStatus, body=body)
+
+    def _dreams(self) -> _Call[DreamList]:
+        return _Call("GET", f"{self._base}/dreams", DreamList)
+
+    def _dream(
+        self, dream_id: str, result: type[T], action: str = "", method: str = "POST"
+    ) -> _Call[T]:
+        path = f"{self._base}/dreams/{dream_id}" + (f"/{action}" if action else "")
+        return _Call(method, path, result)
+
+    def _set_review_mode(self, mode: ReviewModeName, below: float | None) -> _Call[ReviewMode]:
+        body = _without_none({"mode": mode, "below": below})
+        return _Call("PUT", f"{self._base}/review", ReviewMode, body=body)
+
+    def _proposals(self, state: ProposalState | None, limit: int) -> _Call[ProposalList]:
+        params = _without_none({"state": state, "limit": limit})
+        return _Call("GET", f"{self._base}/proposals", ProposalList, params=params)
+
+    def _decide(self, proposal_id: str, decision: str) -> _Call[Proposal]:
+        return _Call("POST", f"{self._base}/proposals/{proposal_id}/{decision}", Proposal)
+
 
 class _Session:
     def __init__(self, profile: str, session_id: str) -> None:
-        self.profile, self.session_id = profile, session_id
+        self.profile = profile
+        self.session_id = validate_name(session_id, "session")
         self._base = f"/v1/profiles/{profile}/sessions/{session_id}"
 
     def _append(
@@ -402,6 +446,7 @@ class Client:
         return call.answer(self._http.request(call.method, call.path, **call.request_kwargs()))
 
     def get_profile(self, name: str) -> "Profile":
+        """The profile ``name`` (``InvalidRequest`` for a name the server would refuse)."""
         return Profile(self, name)
 
     def profiles(self) -> ProfileList:
@@ -489,6 +534,7 @@ class Profile(_Profile):
         return self._client._send(self._sessions())
 
     def session(self, session_id: str) -> "SessionClient":
+        """The session ``session_id`` (``InvalidRequest`` for a name the server would refuse)."""
         return SessionClient(self._client, self.name, session_id)
 
     @property
@@ -508,7 +554,8 @@ class Profile(_Profile):
 
     def export(self, destination: Destination, progress: Progress | None = None) -> int:
         """Save the whole profile as JSON Lines to a path (gzipped if it ends in .gz),
-        an ``s3://bucket/key`` URL, or a binary stream. Returns the bytes written."""
+        an ``s3://bucket/key`` URL, or a binary stream. Returns the size of what was written
+        (compressed, for .gz)."""
         with (
             archive_sink(destination, self._client._object_store) as sink,
             self._client._http.stream("GET", f"{self._base}/export") as response,
@@ -661,6 +708,73 @@ class Profile(_Profile):
         says what failed; the call itself does not fail for it)."""
         return self._client._send(self._flush(messages, session_id))
 
+    # ------------------------------------------------------------ dreams
+
+    def start_dream(
+        self, *, instructions: str = "", max_sessions: int | None = None
+    ) -> DreamStatus:
+        """Start re-organising the profile into a candidate for review (runs in the background).
+
+        ``instructions``: what to focus on, in plain text; ``max_sessions``: how many
+        recent sessions to read (the server's bound by default).
+        """
+        return self._client._send(self._start_dream(instructions, max_sessions))
+
+    def dreams(self) -> DreamList:
+        """The profile's latest dreams, newest first."""
+        return self._client._send(self._dreams())
+
+    def dream_status(self, dream_id: str) -> DreamStatus:
+        """A dream's state, progress and counts."""
+        return self._client._send(self._dream(dream_id, DreamStatus, method="GET"))
+
+    def wait_dream(self, dream_id: str, *, timeout_s: float = 600.0) -> DreamStatus:
+        """Poll until the dream no longer runs (ready, failed, ...); TimeoutError after
+        ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while (dream := self.dream_status(dream_id)).state == "running":
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"dream {dream_id} still runs after {timeout_s} s")
+            time.sleep(DREAM_POLL_S)
+        return dream
+
+    def dream_diff(self, dream_id: str) -> DreamDiff:
+        """Every change a ready (or adopted) dream makes, with its reason and evidence."""
+        return self._client._send(self._dream(dream_id, DreamDiff, "diff", "GET"))
+
+    def adopt_dream(self, dream_id: str) -> DreamAdopted:
+        """Apply a ready dream to the profile; writes made meanwhile stay."""
+        return self._client._send(self._dream(dream_id, DreamAdopted, "adopt"))
+
+    def discard_dream(self, dream_id: str) -> DreamStatus:
+        """Delete a ready dream's candidate; the profile stays as it is."""
+        return self._client._send(self._dream(dream_id, DreamStatus, "discard"))
+
+    def cancel_dream(self, dream_id: str) -> DreamStatus:
+        """Stop a running dream and delete its candidate."""
+        return self._client._send(self._dream(dream_id, DreamStatus, "cancel"))
+
+    # ------------------------------------------------------ review queue
+
+    def review_mode(self) -> ReviewMode:
+        return self._client._send(_Call("GET", f"{self._base}/review", ReviewMode))
+
+    def set_review_mode(self, mode: ReviewModeName, *, below: float | None = None) -> ReviewMode:
+        """``review``: supersessions and merges under ``below`` confidence wait as proposals."""
+        return self._client._send(self._set_review_mode(mode, below))
+
+    def proposals(self, *, state: ProposalState | None = None, limit: int = 100) -> ProposalList:
+        """Proposals waiting for (or given) a decision, oldest first."""
+        return self._client._send(self._proposals(state, limit))
+
+    def approve_proposal(self, proposal_id: str) -> Proposal:
+        """Make the change a proposal holds."""
+        return self._client._send(self._decide(proposal_id, "approve"))
+
+    def reject_proposal(self, proposal_id: str) -> Proposal:
+        """Leave both memories of a proposal as they are."""
+        return self._client._send(self._decide(proposal_id, "reject"))
+
 
 class SessionClient(_Session):
     def __init__(self, client: Client, profile: str, session_id: str) -> None:
@@ -708,6 +822,7 @@ class AsyncClient:
         return call.answer(response)
 
     def get_profile(self, name: str) -> "AsyncProfile":
+        """The profile ``name`` (``InvalidRequest`` for a name the server would refuse)."""
         return AsyncProfile(self, name)
 
     async def profiles(self) -> ProfileList:
@@ -795,6 +910,7 @@ class AsyncProfile(_Profile):
         return await self._client._send(self._sessions())
 
     def session(self, session_id: str) -> "AsyncSessionClient":
+        """The session ``session_id`` (``InvalidRequest`` for a name the server would refuse)."""
         return AsyncSessionClient(self._client, self.name, session_id)
 
     @property
@@ -814,7 +930,8 @@ class AsyncProfile(_Profile):
 
     async def export(self, destination: Destination, progress: Progress | None = None) -> int:
         """Save the whole profile as JSON Lines to a path (gzipped if it ends in .gz),
-        an ``s3://bucket/key`` URL, or a binary stream. Returns the bytes written."""
+        an ``s3://bucket/key`` URL, or a binary stream. Returns the size of what was written
+        (compressed, for .gz)."""
         with archive_sink(destination, self._client._object_store) as sink:
             async with self._client._http.stream("GET", f"{self._base}/export") as response:
                 if response.status_code >= 400:
@@ -964,6 +1081,77 @@ class AsyncProfile(_Profile):
         """Store what is durable in turns about to be compacted; best effort (``error``
         says what failed; the call itself does not fail for it)."""
         return await self._client._send(self._flush(messages, session_id))
+
+    # ------------------------------------------------------------ dreams
+
+    async def start_dream(
+        self, *, instructions: str = "", max_sessions: int | None = None
+    ) -> DreamStatus:
+        """Start re-organising the profile into a candidate for review (runs in the background).
+
+        ``instructions``: what to focus on, in plain text; ``max_sessions``: how many
+        recent sessions to read (the server's bound by default).
+        """
+        return await self._client._send(self._start_dream(instructions, max_sessions))
+
+    async def dreams(self) -> DreamList:
+        """The profile's latest dreams, newest first."""
+        return await self._client._send(self._dreams())
+
+    async def dream_status(self, dream_id: str) -> DreamStatus:
+        """A dream's state, progress and counts."""
+        return await self._client._send(self._dream(dream_id, DreamStatus, method="GET"))
+
+    async def wait_dream(self, dream_id: str, *, timeout_s: float = 600.0) -> DreamStatus:
+        """Poll until the dream no longer runs (ready, failed, ...); TimeoutError after
+        ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while (dream := await self.dream_status(dream_id)).state == "running":
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"dream {dream_id} still runs after {timeout_s} s")
+            await asyncio.sleep(DREAM_POLL_S)
+        return dream
+
+    async def dream_diff(self, dream_id: str) -> DreamDiff:
+        """Every change a ready (or adopted) dream makes, with its reason and evidence."""
+        return await self._client._send(self._dream(dream_id, DreamDiff, "diff", "GET"))
+
+    async def adopt_dream(self, dream_id: str) -> DreamAdopted:
+        """Apply a ready dream to the profile; writes made meanwhile stay."""
+        return await self._client._send(self._dream(dream_id, DreamAdopted, "adopt"))
+
+    async def discard_dream(self, dream_id: str) -> DreamStatus:
+        """Delete a ready dream's candidate; the profile stays as it is."""
+        return await self._client._send(self._dream(dream_id, DreamStatus, "discard"))
+
+    async def cancel_dream(self, dream_id: str) -> DreamStatus:
+        """Stop a running dream and delete its candidate."""
+        return await self._client._send(self._dream(dream_id, DreamStatus, "cancel"))
+
+    # ------------------------------------------------------ review queue
+
+    async def review_mode(self) -> ReviewMode:
+        return await self._client._send(_Call("GET", f"{self._base}/review", ReviewMode))
+
+    async def set_review_mode(
+        self, mode: ReviewModeName, *, below: float | None = None
+    ) -> ReviewMode:
+        """``review``: supersessions and merges under ``below`` confidence wait as proposals."""
+        return await self._client._send(self._set_review_mode(mode, below))
+
+    async def proposals(
+        self, *, state: ProposalState | None = None, limit: int = 100
+    ) -> ProposalList:
+        """Proposals waiting for (or given) a decision, oldest first."""
+        return await self._client._send(self._proposals(state, limit))
+
+    async def approve_proposal(self, proposal_id: str) -> Proposal:
+        """Make the change a proposal holds."""
+        return await self._client._send(self._decide(proposal_id, "approve"))
+
+    async def reject_proposal(self, proposal_id: str) -> Proposal:
+        """Leave both memories of a proposal as they are."""
+        return await self._client._send(self._decide(proposal_id, "reject"))
 
 
 class AsyncSessionClient(_Session):

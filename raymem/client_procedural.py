@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from raymem.client import _as_dict, _Call, _without_none
+from raymem.client import _as_dict, _Call, _segment, _without_none
 from raymem.types_procedural import (
     ActionIn,
     ActionPage,
@@ -116,7 +116,7 @@ class _ProceduralCalls:
         return _Call("GET", f"{self._base}/sequences", SequencePage, params=params)
 
     def _sequence(self, sequence_id: str) -> _Call[ActionSequence]:
-        return _Call("GET", f"{self._base}/sequences/{sequence_id}", ActionSequence)
+        return _Call("GET", f"{self._base}/sequences/{_segment(sequence_id)}", ActionSequence)
 
     def _evaluate(self, now: datetime | None) -> _Call[EvaluateResult]:
         body = _without_none({"now": _time(now)})
@@ -127,10 +127,10 @@ class _ProceduralCalls:
         return _Call("GET", f"{self._base}/patterns", PatternList, params=params)
 
     def _pattern(self, pattern_id: str) -> _Call[PatternWithHistory]:
-        return _Call("GET", f"{self._base}/patterns/{pattern_id}", PatternWithHistory)
+        return _Call("GET", f"{self._base}/patterns/{_segment(pattern_id)}", PatternWithHistory)
 
     def _annotate(self, pattern_id: str, body: Mapping[str, Any]) -> _Call[Pattern]:
-        path = f"{self._base}/patterns/{pattern_id}/annotate"
+        path = f"{self._base}/patterns/{_segment(pattern_id)}/annotate"
         return _Call("POST", path, Pattern, body=dict(body))
 
     def _inject(
@@ -165,13 +165,13 @@ class _ProceduralCalls:
 
     def _set_metric(self, metric_id: str, active: bool) -> _Call[Metric]:
         body = {"active": active}
-        return _Call("PATCH", f"{self._base}/metrics/{metric_id}", Metric, body=body)
+        return _Call("PATCH", f"{self._base}/metrics/{_segment(metric_id)}", Metric, body=body)
 
     def _delete_metric(self, metric_id: str) -> _Call[None]:
-        return _Call("DELETE", f"{self._base}/metrics/{metric_id}", NoneType)
+        return _Call("DELETE", f"{self._base}/metrics/{_segment(metric_id)}", NoneType)
 
     def _benchmark(self, metric_id: str, limit: int) -> _Call[MetricBenchmark]:
-        path = f"{self._base}/metrics/{metric_id}/benchmark"
+        path = f"{self._base}/metrics/{_segment(metric_id)}/benchmark"
         return _Call("GET", path, MetricBenchmark, params={"limit": limit})
 
     def _compare(self, a: MetricWindow, b: MetricWindow) -> _Call[MetricComparison]:
@@ -188,16 +188,16 @@ class _ProceduralCalls:
         return _Call("POST", f"{self._base}/skills", Skill, body=body)
 
     def _skill(self, skill_id: str) -> _Call[Skill]:
-        return _Call("GET", f"{self._base}/skills/{skill_id}", Skill)
+        return _Call("GET", f"{self._base}/skills/{_segment(skill_id)}", Skill)
 
     def _update_skill(self, skill_id: str, body: dict[str, Any]) -> _Call[Skill]:
-        return _Call("PUT", f"{self._base}/skills/{skill_id}", Skill, body=body)
+        return _Call("PUT", f"{self._base}/skills/{_segment(skill_id)}", Skill, body=body)
 
     def _review(self, skill_id: str, decision: Literal["adopt", "discard"]) -> _Call[Skill]:
-        return _Call("POST", f"{self._base}/skills/{skill_id}/{decision}", Skill)
+        return _Call("POST", f"{self._base}/skills/{_segment(skill_id)}/{decision}", Skill)
 
     def _delete_skill(self, skill_id: str) -> _Call[None]:
-        return _Call("DELETE", f"{self._base}/skills/{skill_id}", NoneType)
+        return _Call("DELETE", f"{self._base}/skills/{_segment(skill_id)}", NoneType)
 
 
 def _action(

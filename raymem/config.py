@@ -24,6 +24,8 @@ class Section(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
 class ServerSettings(Section, frozen=True):
     host: str = "127.0.0.1"
     port: int = 8000
+    # Ray's Prometheus endpoint on each node started by `raymem serve`: /metrics here.
+    metrics_port: int = 8080
     ingress_replicas: int = 1
     max_concurrent_per_key: int = 64  # 429 beyond this many requests in flight per key
 
@@ -58,7 +60,17 @@ class DurabilitySettings(Section, frozen=True):
 
 class ProfileSettings(Section, frozen=True):
     idle_timeout_s: float = 600.0
-    max_live: int = 200
+    # Open profiles per node, shared by its hosts; 0: as many as memory_fraction of the
+    # node's memory holds at open_profile_mb each, after what the node used at start.
+    max_live: int = 0
+    memory_fraction: float = 0.8
+    open_profile_mb: float = 4.0  # an open small profile (measured: benchmarks/scale.py)
+    # Memory in use on the node (all processes, as Ray's memory monitor counts it, which
+    # kills at 0.95) beyond which hosts hibernate their least recently used profiles.
+    pressure_fraction: float = 0.85
+    # Profile hosts per node: each is one process (one core's worth of recall) holding
+    # many open profiles. 0: one per CPU Ray counts on the node.
+    hosts_per_node: int = 0
     retention_days: float = 90.0  # raw turns older than this are purged; 0 keeps them forever
     retention_check_s: float = 3600.0
 
@@ -162,6 +174,17 @@ class RecallSettings(Section, frozen=True):
     # Episodes (records of finished work), by full text and by vector: each of the two
     # channels weighs as much as a memory channel.
     episode_weight: float = 1.0
+    # A prior from what a memory is, applied after fusion (pipelines/prior.py): a memory's
+    # score is scaled by 1 + the sum of weight * (signal - 0.5) over its importance,
+    # confidence, recency (halving every prior_half_life_days since it was said or last
+    # recalled) and use (recalls, on a log scale up to prior_use_saturation). 0 turns a
+    # signal off; see benchmarks/dream.py and the README for what each measured.
+    prior_importance_weight: float = 0.0
+    prior_confidence_weight: float = 0.0
+    prior_recency_weight: float = 0.0
+    prior_use_weight: float = 0.0
+    prior_half_life_days: float = 180.0
+    prior_use_saturation: int = 20
 
 
 class ContextSettings(Section, frozen=True):
@@ -198,6 +221,25 @@ class ContextSettings(Section, frozen=True):
     episode_summary_chars: int = 600  # a rules-built episode's summary, at most
 
 
+class DreamSettings(Section, frozen=True):
+    """Dreaming: re-organising a whole profile into a candidate (pipelines/dream).
+
+    Similarities are cosines between memory vectors; see benchmarks/dream.py for
+    what the gates measured on LoCoMo.
+    """
+
+    merge_similarity: float = 0.9  # at least this similar, same values: one statement
+    contradiction_similarity: float = 0.85  # this similar, other values: the newest holds
+    max_sessions: int = 100  # the most recent sessions a dream reads: default and bound
+    # Decay: a memory's strength is its importance halving every stale_half_life_days
+    # since raymem learned it or last recalled it; below stale_below a dream retires it.
+    # With the defaults a memory of importance 0.5 retires after about 300 idle days.
+    stale_half_life_days: float = 90.0
+    stale_below: float = 0.05
+    model_prompt_chars: int = 24_000  # memories a model reads for insights, at most
+    max_insights: int = 10
+
+
 class ProceduralSettings(Section, frozen=True):
     """Procedural memory's passes (see ``raymem.pipelines.procedural``).
 
@@ -227,6 +269,7 @@ class Settings(Section, frozen=True):
     limits: LimitSettings = LimitSettings()
     recall: RecallSettings = RecallSettings()
     context: ContextSettings = ContextSettings()
+    dreams: DreamSettings = DreamSettings()
     procedural: ProceduralSettings = ProceduralSettings()
 
 

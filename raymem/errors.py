@@ -229,6 +229,84 @@ class InvalidRef(InvalidRequest):
         )
 
 
+class ProfileMoved(RaymemError):
+    """Raised by a profile host asked for a profile whose lease another host holds;
+    the caller asks the catalog where it lives now and retries."""
+
+    status = 503
+    code = "profile_moved"
+
+    def __init__(self, profile: str, host: str) -> None:
+        Exception.__init__(self, profile, host)  # args as given: it unpickles intact
+        self.profile, self.host = profile, host
+
+    def __str__(self) -> str:
+        return f"Profile {self.profile!r} is not open on host {self.host!r}; retry"
+
+
+class DreamNotFound(NotFound):
+    code = "dream_not_found"
+
+    def __init__(self, dream_id: str) -> None:
+        super().__init__(dream_id)
+        self.dream_id = dream_id
+
+    def __str__(self) -> str:
+        return f"Dream {self.dream_id!r} does not exist"
+
+
+class DreamStateConflict(Conflict):
+    """A dream operation that its state does not allow (adopting a running dream, ...)."""
+
+    code = "dream_state_conflict"
+
+    def __init__(self, dream_id: str, state: str, action: str) -> None:
+        Exception.__init__(self, dream_id, state, action)  # Ray rebuilds it as cls(*args)
+        self.dream_id, self.state, self.action = dream_id, state, action
+
+    def __str__(self) -> str:
+        return f"Dream {self.dream_id!r} is {self.state}: it cannot be {self.action}"
+
+
+class DreamAlreadyOpen(Conflict):
+    """One dream per profile at a time: another is running or waits for review."""
+
+    code = "dream_already_open"
+
+    def __init__(self, dream_id: str, state: str) -> None:
+        Exception.__init__(self, dream_id, state)  # Ray rebuilds it as cls(*args)
+        self.dream_id, self.state = dream_id, state
+
+    def __str__(self) -> str:
+        if self.state == "ready":
+            return f"Dream {self.dream_id!r} is ready for review: adopt or discard it first"
+        return f"Dream {self.dream_id!r} is still running: wait for it or cancel it"
+
+
+class ProposalNotFound(NotFound):
+    code = "proposal_not_found"
+
+    def __init__(self, proposal_id: str) -> None:
+        super().__init__(proposal_id)
+        self.proposal_id = proposal_id
+
+    def __str__(self) -> str:
+        return f"Proposal {self.proposal_id!r} does not exist"
+
+
+class ProposalDecided(Conflict):
+    """A proposal that was already approved or rejected, or whose memories changed since."""
+
+    code = "proposal_decided"
+
+    def __init__(self, proposal_id: str, reason: str) -> None:
+        Exception.__init__(self, proposal_id, reason)  # Ray rebuilds it as cls(*args)
+        self.proposal_id, self.reason = proposal_id, reason
+
+    def __str__(self) -> str:
+        return f"Proposal {self.proposal_id!r} cannot be decided: {self.reason}"
+
+
 class PatternNotFound(NotFound):
     code = "pattern_not_found"
 

@@ -13,6 +13,7 @@ from raymem.types import NAME_PATTERN
 DEFAULT_TENANT = "default"  # the one tenant of a server without API keys
 
 NAME = re.compile(NAME_PATTERN)
+ID = re.compile(r"[0-9a-f]{32}")  # dream and proposal ids, as the server makes them (uuid4 hex)
 
 
 def validate_name(value: str, what: str = "profile") -> str:
@@ -26,4 +27,15 @@ def validate_name(value: str, what: str = "profile") -> str:
             f"Invalid {what} name {value[:140]!r}: use 1-128 letters, digits, '.', '_' or '-',"
             " not starting with a dot"
         )
+    return value
+
+
+def validate_id(value: str, what: str) -> str:
+    """Return ``value`` if it is an id the server made (a dream's also names its file).
+
+    Raises:
+        InvalidRequest: not 32 lowercase hex digits.
+    """
+    if not ID.fullmatch(value):
+        raise InvalidRequest(f"Invalid {what} id {value[:40]!r}: ids are 32 hex digits")
     return value

@@ -80,9 +80,8 @@ def make_settings(data_dir: Path, **env: str) -> Settings:
 @pytest.fixture(scope="session")
 def server_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     settings = make_settings(tmp_path_factory.mktemp("data"))
-    return msgspec.structs.replace(
-        settings, server=msgspec.structs.replace(settings.server, port=free_port())
-    )
+    server = msgspec.structs.replace(settings.server, port=free_port(), metrics_port=free_port())
+    return msgspec.structs.replace(settings, server=server)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Profile actors on a real local Ray: one actor per name, hibernation, in-cluster access."""
+"""Profiles in hosts on a real local Ray: one opening per name, hibernation, in-cluster access."""
 
 import concurrent.futures
 import uuid
@@ -6,13 +6,12 @@ from pathlib import Path
 
 import msgspec
 import pytest
-import ray
 from conftest import wait_until
 
 import raymem
 from raymem.actors.calls import ProfileCalls, run_blocking
 from raymem.actors.local import AppNotRunning
-from raymem.actors.registry import ProfileRouter, actor_name
+from raymem.actors.registry import ProfileRouter
 from raymem.errors import ProfileNotFound
 from raymem.types import IngestRequest, MessageIn, RecallRequest
 
@@ -23,15 +22,12 @@ def router(serve_app, server_settings):
 
 
 def live_actor_id(settings, name: str) -> str | None:
-    try:
-        return ray.get_actor(
-            actor_name("default", name), namespace=settings.namespace
-        )._actor_id.hex()
-    except ValueError:
-        return None
+    """The id of the profile's current opening in a host; None when it is not open."""
+    stats = run_blocking(ProfileCalls(ProfileRouter(settings), "default", name).process_stats())
+    return None if stats is None else stats.opening
 
 
-def test_twenty_concurrent_first_calls_make_one_actor(serve_app, server_settings):
+def test_twenty_concurrent_first_calls_open_one_copy(serve_app, server_settings):
     name = f"burst-{uuid.uuid4().hex[:8]}"
 
     def first_call(index: int) -> str:
@@ -124,7 +120,7 @@ def test_live_profiles_per_node_are_bounded_least_recently_used_first(
         server_settings,
         namespace="raymem-lru",
         data_dir=str(tmp_path),
-        profiles=msgspec.structs.replace(server_settings.profiles, max_live=2),
+        profiles=msgspec.structs.replace(server_settings.profiles, max_live=2, hosts_per_node=1),
     )
     router = ProfileRouter(settings)
     names = [f"lru-{index}" for index in range(3)]

@@ -42,10 +42,10 @@ def test_a_hibernated_profile_is_listed_with_its_counts_and_stays_asleep(
     name = f"sleeper-{uuid.uuid4().hex[:8]}"
     calls = ProfileCalls(router, "default", name)
     ingest(calls, "I keep bees on the roof.", "My dog is called Pixel.")
-    wait_until(lambda: router.live_handle("default", name) is None, timeout=30)
+    wait_until(lambda: run_blocking(router.live_host("default", name)) is None, timeout=30)
 
     assert listed(http, name) == {"messages": 2, "memories": 2, "sessions": 1}
-    assert router.live_handle("default", name) is None  # listing never wakes a profile
+    assert run_blocking(router.live_host("default", name)) is None  # listing never wakes a profile
 
 
 def test_a_listing_right_after_a_write_shows_it(serve_app, server_settings, http):
@@ -64,7 +64,7 @@ def test_a_deleted_hibernated_profile_leaves_the_listing(serve_app, server_setti
     router = ProfileRouter(quick)
     name = f"gone-{uuid.uuid4().hex[:8]}"
     ingest(ProfileCalls(router, "default", name), "Delete me later.")
-    wait_until(lambda: router.live_handle("default", name) is None, timeout=30)
+    wait_until(lambda: run_blocking(router.live_host("default", name)) is None, timeout=30)
     assert listed(http, name) is not None
 
     assert http.delete(f"/v1/profiles/{name}").status_code == 204
@@ -82,7 +82,7 @@ def test_a_profile_copied_into_the_data_dir_is_found(serve_app, server_settings,
     router = ProfileRouter(quick)
     original, copy = f"original-{uuid.uuid4().hex[:8]}", f"restored-{uuid.uuid4().hex[:8]}"
     ingest(ProfileCalls(router, "default", original), "The wifi password is on the fridge.")
-    wait_until(lambda: router.live_handle("default", original) is None, timeout=30)
+    wait_until(lambda: run_blocking(router.live_host("default", original)) is None, timeout=30)
     tenant_dir = profile_path(server_settings, "default", original).parent.parent
     shutil.copytree(tenant_dir / original, tenant_dir / copy)  # a backup put back by hand
 

@@ -96,6 +96,8 @@ def test_rm_deletes_a_session_then_the_profile(serve_app, filled):
     assert missing.returncode == 1 and "does not exist" in missing.stderr
     usage = memory_cli("rm", "-p", filled, "--url", serve_app)
     assert usage.returncode == 2 and "--all" in usage.stderr
+    both = memory_cli("rm", "chat-2", "-p", filled, "--all", "--url", serve_app, "--yes")
+    assert both.returncode == 2 and "Name a SESSION or pass --all, not both" in both.stderr
     declined = memory_cli("rm", "-p", filled, "--all", "--url", serve_app, stdin="n\n")
     assert declined.returncode == 1
     assert httpx.get(f"{serve_app}/v1/profiles/{filled}/sessions", timeout=60).status_code == 200

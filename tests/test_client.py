@@ -19,6 +19,7 @@ from raymem.client import (
     SessionClient,
 )
 from raymem.config import ObjectStoreSettings
+from raymem.errors import InvalidRequest
 
 PAIRS = [(Client, AsyncClient), (Profile, AsyncProfile), (SessionClient, AsyncSessionClient)]
 RETURN_OBJECTS = {"get_profile", "session"}  # hand out an object at once, in both forms
@@ -101,6 +102,26 @@ def test_s3_archives_are_reached_as_the_object_store_settings_say(
         stored = boto3.client("s3", endpoint_url=s3_endpoint, region_name=REGION).get_object(
             Bucket=bucket, Key=f"exports/{profile_name}.jsonl.gz"
         )
-        assert stored["ContentLength"] > 0 and written > 0
+        assert written == stored["ContentLength"] > 0  # the compressed size, as stored
         imported = client.get_profile(f"{profile_name}-copy").import_archive(url)
     assert imported.counts.memories == 1
+
+
+def test_path_segments_cannot_reach_another_route(serve_app: str, profile_name: str) -> None:
+    with Client(serve_app) as client:
+        profile = client.get_profile(profile_name)
+        kept = profile.remember("The spare key is under the blue pot.")
+        for escape in ("../..", "..", ".", "x/../.."):
+            with pytest.raises(RaymemHTTPError) as refused:
+                profile.forget(escape)
+            assert refused.value.status == 404, escape
+            with pytest.raises(RaymemHTTPError):
+                profile.get(escape)
+        assert [m.id for m in profile.list().memories] == [kept.id]
+        for bad_name in ("../other", "a/b", ".hidden", ""):
+            with pytest.raises(InvalidRequest, match="profile name"):
+                client.get_profile(bad_name)
+            with pytest.raises(InvalidRequest, match="session name"):
+                profile.session(bad_name)
+    with pytest.raises(InvalidRequest):
+        AsyncClient(serve_app).get_profile("../other")

@@ -11,12 +11,11 @@ import uuid
 
 import httpx
 import msgspec
-import ray
 from conftest import wait_until
 from s3_fixtures import REGION, make_bucket
 
 from raymem.actors.calls import ProfileCalls, run_blocking
-from raymem.actors.registry import ProfileRouter, actor_name
+from raymem.actors.registry import ProfileRouter
 from raymem.config import Settings
 from raymem.types import IngestRequest, MessageIn, RecallRequest, RememberRequest
 
@@ -46,7 +45,7 @@ def on(router: ProfileRouter, profile: str) -> ProfileCalls:
 
 
 def kill_actor(settings: Settings, profile: str) -> None:
-    """Kill the profile's actor process at once (SIGKILL), as a crash would."""
+    """Kill the process of the profile's host at once (SIGKILL), as a crash would."""
     stats = run_blocking(on(ProfileRouter(settings), profile).process_stats())
     assert stats is not None
     os.kill(stats.pid, signal.SIGKILL)
@@ -54,11 +53,7 @@ def kill_actor(settings: Settings, profile: str) -> None:
 
 
 def _live(settings: Settings, profile: str) -> bool:
-    try:
-        ray.get_actor(actor_name("default", profile), namespace=settings.namespace)
-    except ValueError:
-        return False
-    return True
+    return run_blocking(on(ProfileRouter(settings), profile).process_stats()) is not None
 
 
 def contents(router: ProfileRouter, profile: str) -> set[str]:
@@ -232,6 +227,7 @@ def test_cli_export_and_import(serve_app, profile_name, tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert archive.exists() and gzip.decompress(archive.read_bytes()).count(b"\n") == 2
+    assert f"({archive.stat().st_size} bytes)" in out.stdout  # the compressed size on disk
     restored = f"{profile_name}-r"
     out = subprocess.run(
         [*cli, "import", restored, str(archive), *url], capture_output=True, text=True, timeout=120

@@ -32,13 +32,23 @@ Settings: the app publishes its ``Settings`` here when it starts, and the
 in-cluster ``raymem.get_profile`` reads them, so code inside the cluster opens
 profiles exactly as the server does, whatever its own working directory.
 
+Hosts and leases (one writer per profile): profiles are open inside profile
+hosts (``actors/host.py``), which the catalog starts, ``profiles.hosts_per_node``
+of them (the app's publish starts them, so the first wake finds them warm). The
+catalog is also the lease authority: ``lease`` tells a caller which host serves
+a profile, giving it to the host with the fewest open profiles if none holds it;
+a host opens a profile only once ``acquire`` confirms its lease, and
+``release``s it when the profile closes. A lease moves to another host only
+when its holder is dead (``host_failed``, verified before anything moves).
+Leases are kept in the catalog's file, so a restarted catalog never hands out a
+profile that a live host still holds.
+
 Several nodes (issue 17): the catalog is cluster-wide, so every node lists the
-same profiles. It is also where the node holding each profile's file can be
-recorded (a column beside the counts), so that without object storage a profile
-re-activates where its file is. Its own file lives on the node that runs it.
+same profiles. Its own file lives on the node that runs it.
 """
 
 import asyncio
+import collections
 import logging
 import sqlite3
 import time
@@ -49,7 +59,9 @@ from typing import Any, TypeVar
 import msgspec
 import ray
 from ray.exceptions import RayActorError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from raymem import metrics
 from raymem.actors.layout import PROFILE_FILE, profile_path
 from raymem.config import Settings
 from raymem.export import ObjectStore
@@ -65,7 +77,8 @@ CATALOG_ACTOR = "raymem-catalog"
 CATALOG_FILE = Path(".catalog") / "catalog.db"  # under data_dir; a dot: never a tenant
 COUNTS_REPORT_DELAY_S = 2.0  # a live profile's counts are also read fresh for each listing
 LIVE_COUNTS_TIMEOUT_S = 2.0  # past this, a listing shows a live profile's reported counts
-DISCOVERY_CONCURRENCY = 4  # activations at once: each costs about a CPU-second here
+DISCOVERY_CONCURRENCY = 4  # activations at once
+HOST_PING_TIMEOUT_S = 10.0  # a host that answers nothing this long is busy, not dead
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS profiles (
@@ -78,6 +91,12 @@ CREATE TABLE IF NOT EXISTS profiles (
     PRIMARY KEY (tenant, profile)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS leases (
+    tenant TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    host TEXT NOT NULL,  -- the profile host allowed to open the profile
+    PRIMARY KEY (tenant, profile)
+) WITHOUT ROWID;
 """
 
 Key = tuple[str, str]  # (tenant, profile)
@@ -104,6 +123,8 @@ class ProfileCatalog:
         self._live: dict[Key, ActorHandle] = {}
         self._discovery: asyncio.Future[None] | None = None
         self._learning: asyncio.Task[None] | None = None
+        self._leases: dict[Key, str] = {}  # profile -> the host that may open it
+        self._hosts: dict[str, ActorHandle] = {}  # started or found, by name
         self._load()
 
     def _load(self) -> None:
@@ -117,6 +138,8 @@ class ProfileCatalog:
                     name=profile, messages=messages, memories=memories, sessions=sessions
                 )
             self._profiles.setdefault(tenant, {})[profile] = counts
+        for tenant, profile, host in self._db.execute("SELECT tenant, profile, host FROM leases"):
+            self._leases[(tenant, profile)] = host
 
     def _meta(self, key: str) -> bytes | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -136,10 +159,11 @@ class ProfileCatalog:
         if settings.data_dir != self._settings.data_dir:
             self._db.close()
             self._db = _open(settings.data_dir)
-            self._profiles, self._live, self._discovery = {}, {}, None
+            self._profiles, self._live, self._discovery, self._leases = {}, {}, None, {}
             self._load()
         self._settings = settings
         self._set_meta("settings", msgspec.json.encode(settings))
+        self._start_hosts()  # warm before the first profile wakes
 
     async def settings(self) -> Settings | None:
         """What the app published; None if no app has published here."""
@@ -151,7 +175,7 @@ class ProfileCatalog:
     async def report(
         self, tenant: str, profile: str, counts: ProfileInfo, live: ActorHandle | None
     ) -> None:
-        """A profile's counts; ``live`` is its actor while live, None once it hibernates."""
+        """A profile's counts; ``live`` is its host while open, None once it hibernates."""
         await self._discovered()
         key = (tenant, profile)
         if live is None:
@@ -160,6 +184,7 @@ class ProfileCatalog:
             self._live[key] = live
         known = self._profiles.setdefault(tenant, {})
         if profile in known and known[profile] == counts:
+            self._record_profiles()  # it may have gone live or asleep
             return
         known[profile] = counts
         self._db.execute(
@@ -169,6 +194,7 @@ class ProfileCatalog:
             " sessions = excluded.sessions, reported_at = excluded.reported_at",
             (tenant, profile, counts.messages, counts.memories, counts.sessions, time.time()),
         )
+        self._record_profiles()
 
     async def forget(self, tenant: str, profile: str) -> None:
         """The profile was deleted."""
@@ -176,6 +202,116 @@ class ProfileCatalog:
         self._live.pop((tenant, profile), None)
         self._profiles.get(tenant, {}).pop(profile, None)
         self._db.execute("DELETE FROM profiles WHERE tenant = ? AND profile = ?", (tenant, profile))
+        self._set_lease((tenant, profile), None)
+        self._record_profiles()
+
+    def _record_profiles(self) -> None:
+        """The gauge of live and hibernating profiles, cluster-wide."""
+        total = sum(len(profiles) for profiles in self._profiles.values())
+        metrics.PROFILES.set(len(self._live), state="live")
+        metrics.PROFILES.set(total - len(self._live), state="hibernating")
+
+    # ------------------------------------------------------- hosts and leases
+
+    def _set_lease(self, key: Key, host: str | None) -> None:
+        if host is None:
+            self._leases.pop(key, None)
+            self._db.execute("DELETE FROM leases WHERE tenant = ? AND profile = ?", key)
+        else:
+            self._leases[key] = host
+            self._db.execute(
+                "INSERT INTO leases (tenant, profile, host) VALUES (?, ?, ?)"
+                " ON CONFLICT (tenant, profile) DO UPDATE SET host = excluded.host",
+                (*key, host),
+            )
+
+    def _start_hosts(self) -> None:
+        """Start (or find) this node's profile hosts, named by node and index."""
+        node = ray.get_runtime_context().get_node_id()
+        count = self._settings.profiles.hosts_per_node or _node_cpus(node)
+        for index in range(count):
+            name = f"raymem-host-{node[:12]}-{index}"
+            if name in self._hosts:
+                continue
+            # Imported here: the host's own modules import this one.
+            from raymem.actors.host import RemoteProfileHost
+
+            self._hosts[name] = RemoteProfileHost.options(
+                name=name,
+                namespace=self._settings.namespace,
+                get_if_exists=True,
+                lifetime="detached",
+                num_cpus=0,
+                max_restarts=0,  # a dead host's profiles move to another; it is started anew
+                max_concurrency=1000,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+            ).remote(name, self._settings, count)
+
+    def _host(self, name: str) -> ActorHandle | None:
+        """A host by name: started by this catalog, or found alive (after a restart)."""
+        if name not in self._hosts:
+            try:
+                self._hosts[name] = ray.get_actor(name, namespace=self._settings.namespace)
+            except ValueError:
+                return None
+        return self._hosts[name]
+
+    async def lease(self, tenant: str, profile: str) -> tuple[str, ActorHandle]:
+        """The host that serves the profile: its lease holder, or the least busy host."""
+        key = (tenant, profile)
+        holder = self._leases.get(key)
+        if holder is not None:
+            handle = self._host(holder)
+            if handle is not None:
+                return holder, handle
+            self._drop_host(holder)  # gone while the catalog was down
+        self._start_hosts()
+        open_per_host = collections.Counter(self._leases.values())
+        name = min(self._hosts, key=lambda host: open_per_host[host])
+        self._set_lease(key, name)
+        return name, self._hosts[name]
+
+    async def hosts(self) -> list[tuple[str, ActorHandle]]:
+        """The profile hosts this catalog started or found (benchmarks, metrics)."""
+        return sorted(self._hosts.items())
+
+    async def holder(self, tenant: str, profile: str) -> tuple[str, ActorHandle] | None:
+        """The host holding the profile's lease; None when no host may have it open."""
+        name = self._leases.get((tenant, profile))
+        handle = None if name is None else self._host(name)
+        return None if name is None or handle is None else (name, handle)
+
+    async def acquire(self, tenant: str, profile: str, host: str) -> bool:
+        """Whether ``host`` may open the profile: it holds the lease, or now takes it."""
+        holder = self._leases.get((tenant, profile))
+        if holder is None:
+            self._set_lease((tenant, profile), host)
+            return True
+        return holder == host
+
+    async def release(self, tenant: str, profile: str, host: str) -> None:
+        """``host`` has closed the profile."""
+        if self._leases.get((tenant, profile)) == host:
+            self._set_lease((tenant, profile), None)
+
+    async def host_failed(self, name: str) -> None:
+        """A caller met a dead host: once confirmed dead, its profiles may open elsewhere."""
+        handle = self._host(name)
+        if handle is not None:
+            try:
+                await asyncio.wait_for(handle.ping.remote(), HOST_PING_TIMEOUT_S)
+                return  # alive: it keeps its leases
+            except RayActorError:
+                pass
+            except TimeoutError:
+                return  # busy, not known dead: never risk two writers
+        self._drop_host(name)
+
+    def _drop_host(self, name: str) -> None:
+        log.warning("profile host %s is gone: its profiles may open elsewhere", name)
+        self._hosts.pop(name, None)
+        for key in [key for key, host in self._leases.items() if host == name]:
+            self._set_lease(key, None)
 
     # ------------------------------------------------------------------ reads
 
@@ -204,7 +340,9 @@ class ProfileCatalog:
         if actor is None:
             return reported or zero
         try:
-            current = await asyncio.wait_for(actor.counts.remote(), LIVE_COUNTS_TIMEOUT_S)
+            current = await asyncio.wait_for(
+                actor.counts.remote(tenant, profile), LIVE_COUNTS_TIMEOUT_S
+            )
         except RayActorError:  # died without hibernating (a crash): not live any more
             self._live.pop((tenant, profile), None)
         except Exception:  # hibernating right now, or slow: its report will do
@@ -282,6 +420,8 @@ class ProfileCatalog:
 
         async def learn(tenant: str, profile: str) -> None:
             async with gate:
+                if (tenant, profile) in self._leases:
+                    return  # open or opening in a host: it reports on its own
                 calls = ProfileCalls(router, tenant, profile)
                 try:
                     await calls.info()  # it reports as it opens
@@ -290,6 +430,14 @@ class ProfileCatalog:
                     log.warning("catalog: cannot activate profile %s/%s", tenant, profile)
 
         await asyncio.gather(*(learn(tenant, profile) for tenant, profile in profiles))
+
+
+def _node_cpus(node: str) -> int:
+    """The CPUs Ray counts on a node (one host per core by default)."""
+    for info in ray.nodes():  # type: ignore[no-untyped-call]  # unannotated in Ray
+        if info["NodeID"] == node:
+            return max(1, int(info["Resources"].get("CPU", 1)))
+    return 1
 
 
 RemoteProfileCatalog = ray.remote(ProfileCatalog)
@@ -342,6 +490,33 @@ class CatalogClient:
 
     async def exists(self, tenant: str, profile: str) -> bool:
         return await self._call(bool, lambda catalog: catalog.exists.remote(tenant, profile))
+
+    async def lease(self, tenant: str, profile: str) -> tuple[str, ActorHandle]:
+        """The name and handle of the host that serves the profile (assigned if none)."""
+        name, host = await self._call(tuple, lambda catalog: catalog.lease.remote(tenant, profile))
+        return str(name), host
+
+    async def holder(self, tenant: str, profile: str) -> tuple[str, ActorHandle] | None:
+        """The host that may have the profile open now; None when none may."""
+        held = await self._call(object, lambda catalog: catalog.holder.remote(tenant, profile))
+        if held is None:
+            return None
+        assert isinstance(held, tuple)
+        return str(held[0]), held[1]
+
+    async def hosts(self) -> list[tuple[str, ActorHandle]]:
+        """The names and handles of the profile hosts (benchmarks, metrics)."""
+        hosts = await self._call(list, lambda catalog: catalog.hosts.remote())
+        return [(str(name), handle) for name, handle in hosts]
+
+    async def acquire(self, tenant: str, profile: str, host: str) -> bool:
+        return await self._call(bool, lambda catalog: catalog.acquire.remote(tenant, profile, host))
+
+    async def release(self, tenant: str, profile: str, host: str) -> None:
+        await self._call(type(None), lambda catalog: catalog.release.remote(tenant, profile, host))
+
+    async def host_failed(self, host: str) -> None:
+        await self._call(type(None), lambda catalog: catalog.host_failed.remote(host))
 
     async def profiles(self, tenant: str, only: list[str] | None = None) -> list[ProfileInfo]:
         listed = await self._call(list, lambda catalog: catalog.profiles.remote(tenant, only))

@@ -19,10 +19,11 @@ crash, since every commit is synced to disk). With object storage:
 
 import asyncio
 import contextlib
+import functools
 import logging
 from pathlib import Path
 
-from raymem.config import Settings
+from raymem.config import ObjectStoreSettings, Settings
 from raymem.errors import RaymemError
 from raymem.export import (
     LedgerShipper,
@@ -52,13 +53,20 @@ class OldCopiesRemain(Exception):
     """An erasure committed, but copies made before it could not all be removed yet."""
 
 
+@functools.cache
+def shared_object_store(settings: ObjectStoreSettings) -> ObjectStore | None:
+    """One object store client per process and configuration: a host holds many profiles,
+    and a boto3 client of its own per open profile would cost memory and start-up time."""
+    return ObjectStore.from_settings(settings)
+
+
 class Durability:
     """Restore, shipping and snapshots for one profile; inert without object storage."""
 
     def __init__(self, settings: Settings, tenant: str, profile: str) -> None:
         self.settings = settings.durability
         self.tenant, self.profile = tenant, profile
-        self.object_store = ObjectStore.from_settings(settings.object_store)
+        self.object_store = shared_object_store(settings.object_store)
         self._store: ProfileStore | None = None
         self._shipper: LedgerShipper | None = None
         self._snapshots: asyncio.Task[None] | None = None

@@ -1,5 +1,6 @@
 """In-cluster access to a profile: call its actor directly, without HTTP."""
 
+import asyncio
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -14,6 +15,11 @@ from raymem.actors.registry import ProfileRouter
 from raymem.config import Settings
 from raymem.names import DEFAULT_TENANT, validate_name
 from raymem.types import (
+    DreamAdopted,
+    DreamDiff,
+    DreamList,
+    DreamRequest,
+    DreamStatus,
     IngestRequest,
     IngestResult,
     MemoryErasure,
@@ -21,10 +27,15 @@ from raymem.types import (
     MemoryType,
     MemoryWithHistory,
     MessageIn,
+    Proposal,
+    ProposalList,
+    ProposalState,
     RecallRequest,
     RecallResult,
     RecallType,
     RememberRequest,
+    ReviewMode,
+    ReviewModeName,
 )
 from raymem.types_context import (
     Block,
@@ -285,6 +296,54 @@ class LocalProfile:
     ) -> FlushResult:
         turns = [m if isinstance(m, MessageIn) else msgspec.convert(m, MessageIn) for m in messages]
         return run_blocking(self._calls.flush(FlushRequest(session_id=session_id, messages=turns)))
+
+    # ------------------------------------------------------------ dreams
+
+    def start_dream(
+        self, *, instructions: str = "", max_sessions: int | None = None
+    ) -> DreamStatus:
+        request = DreamRequest(instructions=instructions, max_sessions=max_sessions)
+        return run_blocking(self._calls.start_dream(request))
+
+    def dreams(self) -> DreamList:
+        return run_blocking(self._calls.list_dreams())
+
+    def dream_status(self, dream_id: str) -> DreamStatus:
+        return run_blocking(self._calls.dream_status(dream_id))
+
+    def wait_dream(self, dream_id: str, *, timeout_s: float = 600.0) -> DreamStatus:
+        """Return once the dream no longer runs (ready, failed, ...); TimeoutError after
+        ``timeout_s``."""
+        return run_blocking(asyncio.wait_for(self._calls.wait_dream(dream_id), timeout_s))
+
+    def dream_diff(self, dream_id: str) -> DreamDiff:
+        return run_blocking(self._calls.dream_diff(dream_id))
+
+    def adopt_dream(self, dream_id: str) -> DreamAdopted:
+        return run_blocking(self._calls.adopt_dream(dream_id))
+
+    def discard_dream(self, dream_id: str) -> DreamStatus:
+        return run_blocking(self._calls.discard_dream(dream_id))
+
+    def cancel_dream(self, dream_id: str) -> DreamStatus:
+        return run_blocking(self._calls.cancel_dream(dream_id))
+
+    # ------------------------------------------------------ review queue
+
+    def review_mode(self) -> ReviewMode:
+        return run_blocking(self._calls.review_mode())
+
+    def set_review_mode(self, mode: ReviewModeName, *, below: float | None = None) -> ReviewMode:
+        return run_blocking(self._calls.set_review_mode(mode, below=below))
+
+    def proposals(self, *, state: ProposalState | None = None, limit: int = 100) -> ProposalList:
+        return run_blocking(self._calls.list_proposals(state=state, limit=limit))
+
+    def approve_proposal(self, proposal_id: str) -> Proposal:
+        return run_blocking(self._calls.approve_proposal(proposal_id))
+
+    def reject_proposal(self, proposal_id: str) -> Proposal:
+        return run_blocking(self._calls.reject_proposal(proposal_id))
 
 
 class AppNotRunning(RuntimeError):

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from ray import serve
 
+from raymem import metrics
 from raymem.config import ModelSettings
 from raymem.models.priority import PriorityBatcher
 from raymem.pipelines.generators import LLMGenerator
@@ -47,7 +48,7 @@ class EmbedderPool:
         # A call holds at most one forward pass of interactive texts: longer than
         # that would batch no better, and a query arriving meanwhile would wait.
         self._batcher = PriorityBatcher(
-            self._model.embed,
+            self._embed_batch,
             max_batch=models.embedder_batch_size,
             background_chunk=models.embedder_background_chunk,
             background_chunk_chars=models.embedder_background_chunk * CHARS_PER_BACKGROUND_TEXT,
@@ -77,7 +78,21 @@ class EmbedderPool:
     async def _run(self, texts: list[str], *, background: bool) -> np.ndarray:
         if not texts:
             return np.zeros((0, self._model.dim), dtype=np.float32)
-        return await self._batcher.run(texts, background=background)
+        self._record_queues()
+        try:
+            return await self._batcher.run(texts, background=background)
+        finally:
+            self._record_queues()
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        """One model call (in the batcher's thread), its size recorded."""
+        metrics.EMBEDDER_BATCH.observe(len(texts))
+        return self._model.embed(texts)
+
+    def _record_queues(self) -> None:
+        stats = self._batcher.stats()
+        metrics.EMBEDDER_QUEUE.set(stats["waiting_interactive"], queue="interactive")
+        metrics.EMBEDDER_QUEUE.set(stats["waiting_background"], queue="background")
 
 
 def embedder_options(models: ModelSettings) -> dict[str, Any]:

@@ -1,23 +1,20 @@
-"""Routing calls to profile actors by name: activation, handle caching and retries.
+"""Routing calls to profiles: which host serves a profile, caching that, and retries.
 
-An actor is named ``<tenant>/<profile>`` in the configured namespace and
-created with ``get_if_exists=True``, so concurrent first calls end with one
-actor. A call that meets a hibernating or dead actor is retried against a
-fresh activation; every actor operation is idempotent (content-addressed
-turns, caller-chosen memory ids), which makes the retry safe.
-
-The router knows no operation by name: it runs a callable that makes one call
-on the actor's handle. ``raymem.actors.calls.ProfileCalls`` holds the typed
-operations.
+A profile is open inside a profile host (``actors/host.py``); the catalog leases
+each profile to one host (``ProfileCatalog.lease``), so concurrent first calls end
+with one open copy. A call is a callable the host runs against the profile
+object (``raymem.actors.calls`` holds the typed ones). A call that meets a
+hibernating profile, a profile that moved to another host, or a dead host is
+retried against a fresh activation; every operation is idempotent
+(content-addressed turns, caller-chosen memory ids), which makes the retry safe.
 """
 
 import asyncio
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
-import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import OutOfMemoryError, RayActorError, RayTaskError
 from tenacity import (
     AsyncRetrying,
     retry_if_exception,
@@ -28,7 +25,7 @@ from tenacity import (
 from raymem.actors.catalog import CatalogClient
 from raymem.actors.profile import ProfileActor
 from raymem.config import Settings
-from raymem.errors import ProfileClosing, ProfileNotFound
+from raymem.errors import ProfileClosing, ProfileMoved, ProfileNotFound
 from raymem.export import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -39,26 +36,27 @@ T = TypeVar("T")
 # typed surface is ``ProfileCalls``, which checks what each call returns.
 ActorHandle = Any
 
-RemoteProfileActor = ray.remote(ProfileActor)
-
-# A re-activation after hibernation takes about 1 s here: the first retry comes
-# quickly (the old actor may only be finishing its exit), later ones back off.
+# A profile that hibernates or moves re-opens within milliseconds in a warm host: the
+# first retry comes quickly, later ones (a host restarting) back off.
 RETRY_FIRST_WAIT_S = 0.02
 RETRY_MAX_WAIT_S = 0.5
 RETRY_FOR_S = 30.0
-# A destroyed actor frees its name about 50 ms after answering (it exits then).
 RELEASE_POLL_S = 0.01
 RELEASE_TIMEOUT_S = 5.0
 
+Operation = Callable[[ProfileActor], Awaitable[T]]
 
-def actor_name(tenant: str, profile: str) -> str:
-    return f"{tenant}/{profile}"
+
+def _host_lost(exc: BaseException) -> bool:
+    """The host died (a crash, its node gone) or Ray's memory monitor killed it: an
+    ``OutOfMemoryError`` is not a ``RayActorError``."""
+    return isinstance(exc, RayActorError | OutOfMemoryError)
 
 
 def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, RayTaskError):
-        return isinstance(exc.cause, ProfileClosing)
-    return isinstance(exc, RayActorError | ProfileClosing)
+        return isinstance(exc.cause, ProfileClosing | ProfileMoved)
+    return _host_lost(exc) or isinstance(exc, ProfileClosing | ProfileMoved)
 
 
 def _retrying() -> AsyncRetrying:
@@ -71,20 +69,13 @@ def _retrying() -> AsyncRetrying:
 
 
 class ProfileRouter:
-    """Finds or activates profile actors and calls them, retrying where safe."""
+    """Finds the host of a profile and runs calls there, retrying where safe."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.catalog = CatalogClient(settings)
-        self._handles: dict[str, ActorHandle] = {}
+        self._hosts: dict[tuple[str, str], tuple[str, ActorHandle]] = {}
         self._object_store = ObjectStore.from_settings(settings.object_store)
-
-    def live_handle(self, tenant: str, profile: str) -> ActorHandle | None:
-        """The profile's actor if it is live now; None otherwise (never activates it)."""
-        try:
-            return ray.get_actor(actor_name(tenant, profile), namespace=self.settings.namespace)
-        except ValueError:
-            return None
 
     async def exists(self, tenant: str, profile: str) -> bool:
         """Whether the catalog knows the profile, or object storage holds a copy of it."""
@@ -95,42 +86,35 @@ class ProfileRouter:
         prefix = self._object_store.key(tenant, profile) + "/"
         return bool(await self._object_store.list(prefix, page_size=1))
 
-    async def handle(self, tenant: str, profile: str, *, create: bool) -> ActorHandle:
-        """The actor of a profile, activating it; ProfileNotFound if absent and not ``create``."""
-        name = actor_name(tenant, profile)
-        cached = self._handles.get(name)
+    async def host(self, tenant: str, profile: str, *, create: bool) -> tuple[str, ActorHandle]:
+        """The name and handle of the profile's host; ProfileNotFound if absent and not
+        ``create``."""
+        cached = self._hosts.get((tenant, profile))
         if cached is not None:
             return cached
         if not create and not await self.exists(tenant, profile):
             raise ProfileNotFound(profile)
-        handle = RemoteProfileActor.options(
-            name=name,
-            namespace=self.settings.namespace,
-            get_if_exists=True,
-            lifetime="detached",
-            num_cpus=0,
-            max_restarts=0,
-            max_concurrency=1000,
-        ).remote(tenant, profile, self.settings)
-        self._handles[name] = handle
-        return handle
+        leased = await self.catalog.lease(tenant, profile)
+        self._hosts[(tenant, profile)] = leased
+        return leased
 
-    def forget_handle(self, tenant: str, profile: str) -> None:
-        self._handles.pop(actor_name(tenant, profile), None)
+    def forget_host(self, tenant: str, profile: str) -> None:
+        self._hosts.pop((tenant, profile), None)
+
+    async def live_host(self, tenant: str, profile: str) -> ActorHandle | None:
+        """The host that may hold the profile open now; None otherwise (never activates it)."""
+        held = await self.catalog.holder(tenant, profile)
+        return None if held is None else held[1]
 
     async def call(
-        self,
-        tenant: str,
-        profile: str,
-        invoke: Callable[[ActorHandle], Awaitable[T]],
-        *,
-        create: bool = False,
+        self, tenant: str, profile: str, operation: Operation[T], *, create: bool = False
     ) -> T:
-        """``invoke(actor)``, re-activating the actor after hibernation or death.
+        """``operation(profile)`` run in the profile's host, re-activating after hibernation,
+        a move or a host's death.
 
         Args:
-            invoke: makes one call on the actor's handle, e.g.
-                ``lambda actor: actor.info.remote()``; it runs again on a retry.
+            operation: one call on the profile object, e.g. ``lambda p: p.info()``; it is
+                pickled to the host and runs again on a retry.
             create: activate a new, empty profile if there is none.
 
         Raises:
@@ -138,30 +122,34 @@ class ProfileRouter:
         """
         async for attempt in _retrying():
             with attempt:
-                handle = await self.handle(tenant, profile, create=create)
+                name, host = await self.host(tenant, profile, create=create)
                 try:
-                    return await invoke(handle)
+                    result: T = await host.run.remote(tenant, profile, self.settings, operation)
+                    return result
                 except BaseException as exc:
                     if _retryable(exc):
-                        self.forget_handle(tenant, profile)
+                        self.forget_host(tenant, profile)
+                    if _host_lost(exc):
+                        await self.catalog.host_failed(name)
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def stream(
-        self, tenant: str, profile: str, invoke: Callable[[ActorHandle], AsyncIterable[Any]]
+        self, tenant: str, profile: str, operation: Callable[[ProfileActor], AsyncIterator[Any]]
     ) -> AsyncIterator[Any]:
-        """The items of a streaming actor call (an async generator method), as they come.
-
-        Not retried: part of the stream may already have been passed on.
-        """
-        handle = await self.handle(tenant, profile, create=False)
-        async for ref in invoke(handle):
+        """The items of a streaming operation (an async generator of the profile), as they
+        come. Not retried: part of the stream may already have been passed on."""
+        _, host = await self.host(tenant, profile, create=False)
+        refs = host.run_stream.options(num_returns="streaming").remote(
+            tenant, profile, self.settings, operation
+        )
+        async for ref in refs:
             yield await ref
 
     async def wait_released(self, tenant: str, profile: str) -> None:
-        """Wait until the profile's actor has exited and freed its name, a few seconds at most."""
-        self.forget_handle(tenant, profile)
+        """Wait until no host holds the profile's lease, a few seconds at most."""
+        self.forget_host(tenant, profile)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + RELEASE_TIMEOUT_S
-        while self.live_handle(tenant, profile) is not None and loop.time() < deadline:
+        while await self.live_host(tenant, profile) is not None and loop.time() < deadline:
             await asyncio.sleep(RELEASE_POLL_S)

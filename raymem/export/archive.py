@@ -85,7 +85,8 @@ def _line(part: ArchiveTable, row: tuple[Any, ...]) -> Line:
 
 
 def _counts(rows: dict[str, int]) -> Counts:
-    other = {table: count for table, count in rows.items() if table not in COUNTED_TABLES}
+    """The core tables' counts always, the other tables' when they hold rows (as ``_nonempty``)."""
+    other = {table: count for table, count in rows.items() if table not in COUNTED_TABLES and count}
     return Counts(**{table: rows.get(table, 0) for table in COUNTED_TABLES}, other=other)
 
 

@@ -22,11 +22,13 @@ from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 from tenacity import (
     AsyncRetrying,
+    RetryCallState,
     retry_if_exception,
     stop_after_attempt,
     wait_random_exponential,
 )
 
+from raymem import metrics
 from raymem.config import ObjectStoreSettings
 
 log = logging.getLogger(__name__)
@@ -201,20 +203,24 @@ class ObjectStore:
         """A key under this store's prefix: ``key("alice", "p1", "snapshots")``."""
         return "/".join(part.strip("/") for part in (self.prefix, *parts) if part)
 
+    def _before_retry(self, what: str, state: RetryCallState) -> None:
+        metrics.OBJECT_STORE_RETRIES.inc()  # a no-op outside Ray
+        log.warning(
+            "object store %s failed (attempt %d of %d), retrying in %.2f s: %s",
+            what,
+            state.attempt_number,
+            self._attempts,
+            state.upcoming_sleep,
+            state.outcome.exception() if state.outcome else None,
+        )
+
     async def _call(self, what: str, fn: Callable[[], T]) -> T:
         """Run a blocking boto3 call in a thread, retrying transient failures."""
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self._attempts),
             wait=wait_random_exponential(multiplier=self._backoff_s, max=self._max_backoff_s),
             retry=retry_if_exception(is_retryable),
-            before_sleep=lambda state: log.warning(
-                "object store %s failed (attempt %d of %d), retrying in %.2f s: %s",
-                what,
-                state.attempt_number,
-                self._attempts,
-                state.upcoming_sleep,
-                state.outcome.exception() if state.outcome else None,
-            ),
+            before_sleep=lambda state: self._before_retry(what, state),
             reraise=True,
         )
         async for attempt in retrying:

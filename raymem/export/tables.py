@@ -129,6 +129,35 @@ class EpisodeLine(Line, tag="episode", kw_only=True):
     builder: str
 
 
+class RetiredMemoryLine(Line, tag="retired_memory", kw_only=True):
+    memory_id: str
+    reason: str
+
+
+class MemoryUseLine(Line, tag="memory_use", kw_only=True):
+    memory_id: str
+    recalled_count: int
+    last_recalled_at: str
+
+
+class ReviewModeLine(Line, tag="review_mode", kw_only=True):
+    id: int
+    mode: Literal["apply", "review"]
+    below: float
+
+
+class ProposalLine(Line, tag="proposal", kw_only=True):
+    id: str
+    action: Literal["supersede", "merge"]
+    memory_id: str
+    target_id: str
+    confidence: float
+    reason: str
+    state: Literal["pending", "approved", "rejected"]
+    created_at: str
+    decided_at: str | None
+
+
 class ProceduralStateLine(Line, tag="procedural_state", kw_only=True):
     id: int
     enabled: bool
@@ -265,6 +294,10 @@ ARCHIVE_TABLES: list[ArchiveTable] = [
     ArchiveTable("work_items", "seq", WorkItemLine),
     ArchiveTable("work_entries", "seq", WorkEntryLine),
     ArchiveTable("episodes", "seq", EpisodeLine),
+    ArchiveTable("retired_memories", "memory_id", RetiredMemoryLine),
+    ArchiveTable("memory_use", "memory_id", MemoryUseLine),
+    ArchiveTable("review_mode", "id", ReviewModeLine),
+    ArchiveTable("proposals", "seq", ProposalLine),
     ArchiveTable("procedural_state", "id", ProceduralStateLine),
     ArchiveTable("actions", "seq", ActionLine),
     ArchiveTable("action_sequences", "seq", ActionSequenceLine),

@@ -45,6 +45,7 @@ from raymem.pipelines.fusion import (
     group_by_turn,
     order,
 )
+from raymem.pipelines.prior import apply_prior
 from raymem.pipelines.query import Analysis, analyse, widen, within_budget
 from raymem.pipelines.recall_model import QueryExpansion, answer_question, expand_query
 from raymem.store import ProfileStore, to_db_time, utc_now
@@ -140,6 +141,7 @@ class Recaller:
         items = group_by_turn(await self._load(fused, request))
         favour_speakers(items, analysis, self.settings.speaker_share)
         favour_recent(items, analysis, self.settings.recent_share)
+        apply_prior(items, self.settings, anchor, self.store.quick)
         wanted = functools.partial(_memory_matches, request=request)
         items = apply_currency(items, self.store.search, wanted)
         items = await self._add_neighbours(items, request)

@@ -18,8 +18,10 @@ import msgspec
 import numpy as np
 
 from raymem.pipelines.generators import Generator, decide_by_rules
+from raymem.pipelines.review import propose, proposed_change
 from raymem.pipelines.types import Candidate, Decision, Neighbour
 from raymem.store import NewMemory, ProfileStore, StoreWriter, content_hash, to_db_time, utc_now
+from raymem.store.review import review_mode
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +167,7 @@ async def apply(
     by_topic = await writer.topic_head_ids(c.topic_key for c in candidates if c.topic_key)
     result = Reconciled(added=[], superseded=0, duplicates=0, duplicate_of=[])
     created_at = to_db_time(utc_now())
+    review = await review_mode(writer.conn)
     written_vectors: list[tuple[int, np.ndarray]] = []
     for index, candidate in enumerate(candidates):
         digest = content_hash(candidate.content)
@@ -174,13 +177,19 @@ async def apply(
             result.duplicate_of.append(by_hash[digest])
             continue
         supersedes = by_topic.get(candidate.topic_key) if candidate.topic_key else None
+        merge_into = None
         if supersedes is None and decision is not None and decision.target is not None:
             if decision.action == "duplicate":
-                result.duplicates += 1
-                result.duplicate_of.append(decision.target)
-                continue
+                if not review.holds(candidate.confidence):
+                    result.duplicates += 1
+                    result.duplicate_of.append(decision.target)
+                    continue
+                merge_into = decision.target
             if decision.action == "supersede":
                 supersedes = decision.target
+        # Review mode: a low-confidence change waits as a proposal; the memory is kept.
+        held = proposed_change(review, candidate.confidence, supersedes, merge_into)
+        supersedes = None if held else supersedes
         memory = NewMemory(
             id=memory_ids[index] if memory_ids else new_memory_id(),
             type=candidate.type,
@@ -196,6 +205,8 @@ async def apply(
             created_at=created_at,
         )
         seq = await writer.insert_memory(memory, supersedes=supersedes)
+        if held:
+            await propose(writer, held, memory.id, created_at)
         vector = (vectors or {}).get(embedding_text(candidate))
         if vector is not None and candidate.type != "task":
             written_vectors.append((seq, vector))

@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from raymem import __version__
 from raymem.serve import http
+from raymem.serve.request_metrics import RequestMetrics
 from raymem.types import (
     AppendRequest,
     ErrorBody,
@@ -171,6 +172,7 @@ app = FastAPI(
     docs_url=None,  # /docs and /redoc come from packaged assets (serve/docs.py), not a CDN
     redoc_url=None,
 )
+app.add_middleware(RequestMetrics)
 
 
 def _openapi() -> dict[str, Any]:

@@ -22,9 +22,11 @@ from raymem.serve.api import app
 from raymem.serve.extras import mount_extras
 from raymem.serve.routes.archives import ArchiveRoutes
 from raymem.serve.routes.context import ContextRoutes
+from raymem.serve.routes.dreams import DreamRoutes
 from raymem.serve.routes.memories import MemoryRoutes
 from raymem.serve.routes.procedural import ProceduralRoutes
 from raymem.serve.routes.profiles import ProfileRoutes
+from raymem.serve.routes.review import ReviewRoutes
 from raymem.serve.routes.sessions import SessionRoutes
 
 # MCP at /mcp, the memory browser at /ui, API docs: added before @serve.ingress freezes the app.
@@ -33,7 +35,14 @@ mount_extras(app)
 
 @serve.ingress(app)
 class Ingress(
-    MemoryRoutes, SessionRoutes, ProfileRoutes, ArchiveRoutes, ContextRoutes, ProceduralRoutes
+    MemoryRoutes,
+    SessionRoutes,
+    ProfileRoutes,
+    ArchiveRoutes,
+    ContextRoutes,
+    ProceduralRoutes,
+    DreamRoutes,
+    ReviewRoutes,
 ):
     """Authenticates, validates and routes each request to its profile actor."""
 

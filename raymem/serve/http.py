@@ -37,9 +37,21 @@ def error_response(
     return Response(msgspec.json.encode(body), status_code=status, media_type=JSON, headers=headers)
 
 
+def _cause(exc: BaseException) -> BaseException:
+    return exc.cause if isinstance(exc, RayTaskError) and exc.cause is not None else exc
+
+
+def status_for(exc: BaseException) -> int:
+    """The status ``response_for`` answers ``exc`` with."""
+    cause = _cause(exc)
+    if isinstance(cause, RaymemError):
+        return cause.status
+    return 503 if isinstance(cause, RayActorError) else 500
+
+
 def response_for(exc: BaseException) -> Response:
     """The error response for any exception: ours keep their status, others are a logged 500."""
-    cause = exc.cause if isinstance(exc, RayTaskError) and exc.cause is not None else exc
+    cause = _cause(exc)
     if isinstance(cause, RaymemError):
         headers = {"Retry-After": "1"} if cause.status in (429, 503) else None
         if cause.status == 401:

@@ -6,6 +6,7 @@ import signal
 import threading
 import time
 
+from raymem.actors.layout import checkpoint_profiles
 from raymem.config import Settings
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,8 @@ def start(settings: Settings, *, num_cpus: int | None = None) -> None:
         ray.init(
             address="local",
             num_cpus=num_cpus or max(MIN_CPUS, os.cpu_count() or MIN_CPUS),
-            include_dashboard=False,
+            include_dashboard=False,  # the metrics agent runs without it (measured)
+            _metrics_export_port=settings.server.metrics_port,
             log_to_driver=False,
             namespace=settings.namespace,
         )
@@ -58,10 +60,13 @@ def serve_forever(settings: Settings) -> None:
     start(settings)
     print(
         f"raymem serving on http://{settings.server.host}:{settings.server.port}"
-        f" (data in {settings.data_dir}); Ctrl-C stops it",
+        f" (data in {settings.data_dir}; metrics on port {settings.server.metrics_port});"
+        " Ctrl-C stops it",
         flush=True,
     )
     while not stopping.is_set():
         time.sleep(STOP_POLL_S)
     print("raymem stopping", flush=True)
     stop()
+    checkpoint_profiles(settings)
+    print("raymem stopped", flush=True)

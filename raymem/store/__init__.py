@@ -10,6 +10,7 @@
 - ``vector_index``: the in-memory nearest-neighbour index of a vector table.
 """
 
+from raymem.store.connection import checkpoint
 from raymem.store.rows import (
     COUNTS_SQL,
     NewMemory,
@@ -29,6 +30,7 @@ __all__ = [
     "NewMessage",
     "ProfileStore",
     "StoreWriter",
+    "checkpoint",
     "content_hash",
     "message_id",
     "profile_info",

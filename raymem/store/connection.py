@@ -20,6 +20,10 @@ except ImportError:  # pragma: no cover
 Error = sqlite3.Error
 IntegrityError = sqlite3.IntegrityError
 
+# Copy every page of the write-ahead log into the main file and empty the log, so
+# the ``.db`` file alone is a whole copy of the profile (a backup, a hibernated profile).
+CHECKPOINT = "PRAGMA wal_checkpoint(TRUNCATE)"
+
 
 def _connector(path: Path, *, read_only: bool) -> Callable[[], Any]:
     def connect() -> Any:
@@ -53,3 +57,16 @@ async def open_connection(path: Path, *, read_only: bool = False) -> aiosqlite.C
 def open_sync(path: Path, *, read_only: bool = True) -> Any:
     """A blocking connection, for tools that read a profile without its actor."""
     return _connector(path, read_only=read_only)()
+
+
+def checkpoint(path: Path) -> bool:
+    """Fold the write-ahead log of the file at ``path`` into it; False if a reader blocked it.
+
+    For files whose connections are gone (after a stop): SQLite recovers the log on open.
+    """
+    conn = _connector(path, read_only=False)()
+    try:
+        busy, _, _ = conn.execute(CHECKPOINT).fetchone()
+        return not busy
+    finally:
+        conn.close()

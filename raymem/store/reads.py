@@ -80,20 +80,27 @@ class Reads:
     async def history(self, memory_id: str) -> list[Memory]:
         """The whole version chain that ``memory_id`` belongs to, oldest first.
 
-        An erased version keeps its place as a tombstone (no text, ``erased_at`` set).
+        Where a dream merged several statements into one, every statement that led
+        to ``memory_id`` comes before it, in the order they were written. An erased
+        version keeps its place as a tombstone (no text, ``erased_at`` set).
 
         Raises:
             MemoryNotFound: no memory has this id.
             MemoryErased: ``memory_id`` itself was erased.
         """
-        chain = [await self.get_memory(memory_id)]
-        while True:  # walk back: the version this one superseded
+        memory = await self.get_memory(memory_id)
+        earlier: dict[str, tuple[int, Memory]] = {}
+        frontier = [memory_id]
+        while frontier:  # walk back: the versions this one (and those) superseded
             rows = await self._fetch(
-                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE superseded_by = ?", (chain[0].id,)
+                f"SELECT {MEMORY_COLUMNS} FROM memories"
+                f" WHERE superseded_by IN ({placeholders(len(frontier))})",
+                frontier,
             )
-            if not rows:
-                break
-            chain.insert(0, memory_from_row(rows[0]))
+            found = {row[1]: (row[0], memory_from_row(row)) for row in rows}
+            frontier = [i for i in found if i not in earlier and i != memory_id]
+            earlier.update(found)
+        chain = [m for _, m in sorted(earlier.values(), key=lambda pair: pair[0])] + [memory]
         while chain[-1].superseded_by is not None:  # walk forward to the head
             chain.append(await self._memory(chain[-1].superseded_by))
         return chain

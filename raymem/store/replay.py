@@ -10,7 +10,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from raymem.store import blocks, episodes, erase, work
+from raymem.store import blocks, dreams, episodes, erase, memory_use, review, work
 from raymem.store.procedural import replay as procedural
 from raymem.store.rows import RESTORED_TABLES, content_hash, placeholders, stored_value
 from raymem.store.writer import SESSION_UPSERT, StoreWriter, fetch
@@ -129,6 +129,11 @@ REPLAYERS: dict[str, Replayer] = {
     "block_entry_remove": blocks.apply_remove,
     "working_memory": work.apply,
     "episode": episodes.apply,
+    "dream_adopt": dreams.replay_adopt,
+    "memory_use": memory_use.replay_use,
+    "review_mode": review.replay_mode,
+    "proposal": review.replay_proposal,
+    "proposal_decide": review.replay_decision,
     "procedural_enabled": procedural.enabled,
     "actions": procedural.captured,
     "action_sequences": procedural.sequences,

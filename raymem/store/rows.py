@@ -132,6 +132,23 @@ RESTORED_TABLES: dict[str, TableColumns] = {
         ),
         json=EPISODE_LISTS,
     ),
+    # Dreaming and the review queue (dreams.sql).
+    "retired_memories": TableColumns(("memory_id", "reason")),
+    "memory_use": TableColumns(("memory_id", "recalled_count", "last_recalled_at")),
+    "review_mode": TableColumns(("id", "mode", "below")),
+    "proposals": TableColumns(
+        (
+            "id",
+            "action",
+            "memory_id",
+            "target_id",
+            "confidence",
+            "reason",
+            "state",
+            "created_at",
+            "decided_at",
+        )
+    ),
     # Procedural memory (procedural.sql); the Structs of raymem.types_procedural name the same
     # columns in the same order.
     "procedural_state": TableColumns(("id", "enabled", "updated_at"), flags=("enabled",)),

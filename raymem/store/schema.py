@@ -25,6 +25,7 @@ MIGRATIONS: dict[int, str] = {1: "migrate_2.sql"}
 #: Subsystems' tables: part name -> SQL resource files in raymem/store/, applied in order.
 PARTS: dict[str, tuple[str, ...]] = {
     "context": ("context.sql",),
+    "dreams": ("dreams.sql",),  # dream jobs, memory use, the review queue
     "erasure": ("erasure.sql",),
     "procedural": ("procedural.sql",),
 }

@@ -352,12 +352,18 @@ class Search:
         return bool(rows[0][0])
 
     def turn_memories(self, message_ids: Sequence[str]) -> dict[str, list[MemoryState]]:
-        """The memories each turn gave, with their state: message id -> [MemoryState]."""
+        """The memories each turn gave, with their state: message id -> [MemoryState].
+
+        A memory a dream retired counts as not forgotten here: it leaves recall, yet
+        the person did not ask to forget it, so the turn it came from still speaks.
+        """
         if not message_ids:
             return {}
         rows = self._fetch(
-            "SELECT s.message_id, m.id, m.superseded_by, m.forgotten_at IS NOT NULL"
+            "SELECT s.message_id, m.id, m.superseded_by,"
+            " m.forgotten_at IS NOT NULL AND r.memory_id IS NULL"
             " FROM memory_sources s JOIN memories m ON m.seq = s.memory_seq"
+            " LEFT JOIN retired_memories r ON r.memory_id = m.id"
             f" WHERE s.message_id IN ({placeholders(len(message_ids))})",
             list(message_ids),
         )

@@ -16,7 +16,7 @@ from typing import Any
 import aiosqlite
 
 from raymem.store import schema
-from raymem.store.connection import Error, open_connection, open_sync
+from raymem.store.connection import CHECKPOINT, Error, open_connection, open_sync
 from raymem.store.reads import Reads
 from raymem.store.schema import VECTOR_SOURCES
 from raymem.store.search import Search
@@ -38,6 +38,7 @@ class ProfileStore:
         self._writer, self._reader = writer, reader
         self._quick: Any = open_sync(path)
         self._write_lock = asyncio.Lock()
+        self._closed = False
         self._vector_indexes = {table: CachedIndex(path, table, dim) for table in VECTOR_SOURCES}
         self.reads = Reads(reader)
         self.search = Search(self._quick, self._vector_indexes)
@@ -71,10 +72,20 @@ class ProfileStore:
         return self._quick
 
     async def close(self) -> None:
+        """Close the file, its write-ahead log folded in: the ``.db`` file alone is whole.
+
+        Closing a closed store does nothing.
+        """
         async with self._write_lock:
+            if self._closed:
+                return
+            self._closed = True
             self._quick.close()
             await self._reader.close()
-            await self._writer.close()
+            try:
+                await self._writer.execute(CHECKPOINT)  # readers closed: nothing blocks it
+            finally:
+                await self._writer.close()
 
     @property
     def reader(self) -> aiosqlite.Connection:

@@ -1,7 +1,7 @@
-"""The profile actor: lifecycle in ``base``, operations in one mixin module per area."""
+"""A profile: lifecycle in ``base``, operations in one mixin module per area, run in a host."""
 
 from raymem.actors.layout import profile_path
 from raymem.actors.profile.actor import ProfileActor
-from raymem.actors.profile.base import ProcessStats
+from raymem.actors.profile.base import HostLink
 
-__all__ = ["ProcessStats", "ProfileActor", "profile_path"]
+__all__ = ["HostLink", "ProfileActor", "profile_path"]

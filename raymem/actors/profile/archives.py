@@ -59,7 +59,7 @@ class ArchiveOperations(ProfileBase):
             await self.destroy()
 
     async def destroy(self) -> None:
-        """Delete the profile's data and exit; the name is free for a new profile."""
+        """Delete the profile's data and leave the host; the name is free for a new profile."""
         self._closing = True
         if self._vectoriser is not None:
             self._vectoriser.cancel()
@@ -67,6 +67,5 @@ class ArchiveOperations(ProfileBase):
         if self._store is not None:
             await self._store.close()
         await self._leave_catalog()
-        self._leave_tracker()
         shutil.rmtree(self.path.parent, ignore_errors=True)
-        self._exit_soon()
+        self._leave_host()

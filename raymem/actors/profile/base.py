@@ -1,10 +1,15 @@
-"""A profile actor's lifecycle and background work, shared by every operation.
+"""A profile's lifecycle and background work, shared by every operation.
 
-Durable-object style: activated by name on first use, the actor opens its
-store on its first call, hibernates (closes its store and exits) after a
-configured idle time, and is re-activated by the next call. Calls that arrive
-while it hibernates raise ``ProfileClosing``, which callers retry against a
-fresh activation.
+Durable-object style: activated by name on first use, the profile opens its
+store on its first call, hibernates (closes its store and leaves its host)
+after a configured idle time, and is re-activated by the next call. Calls that
+arrive while it hibernates raise ``ProfileClosing``, which callers retry
+against a fresh activation.
+
+A profile is not a Ray actor of its own: it runs inside a ``ProfileHost``
+(``actors/host.py``), a long-lived actor holding many open profiles, which
+constructs it under the catalog's lease (one writer per profile) and is told
+through ``HostLink`` when it has closed.
 
 ``ProfileBase`` holds what every operation shares: the store, the model
 handles, the idle timer and the background tasks (vectorising new rows,
@@ -14,24 +19,21 @@ module per area (``memories``, ``sessions``, ``archives``), put together in
 """
 
 import asyncio
+import contextlib
 import functools
 import logging
-import os
-import resource
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-import msgspec
 import numpy as np
-import ray
 from ray import serve
 
+from raymem import metrics
 from raymem.actors.catalog import COUNTS_REPORT_DELAY_S, CatalogClient
 from raymem.actors.durability import Durability, OldCopiesRemain
 from raymem.actors.layout import profile_path
-from raymem.actors.live import live_profiles
 from raymem.actors.pools import EMBEDDER_DEPLOYMENT, GENERATOR_DEPLOYMENT, pool_generator
 from raymem.config import Settings
 from raymem.errors import ErasureIncomplete, ProfileClosing
@@ -42,9 +44,10 @@ from raymem.pipelines.generators import Generator, LLMGenerator, make_generator
 from raymem.pipelines.procedural.sequences import IntentSummariser
 from raymem.pipelines.procedural.summary import ChatSummariser
 from raymem.pipelines.recall import Recaller
+from raymem.pipelines.use import UseRecorder
 from raymem.store import ProfileStore, erase, to_db_time, utc_now
 from raymem.store.reads import PENDING_TABLES
-from raymem.types import ProfileInfo
+from raymem.types import ProfileInfo, RecallResult
 
 log = logging.getLogger(__name__)
 
@@ -54,19 +57,32 @@ Actor = TypeVar("Actor", bound="ProfileBase")
 
 VECTOR_BATCH = 128  # rows embedded per background call
 # The idle timer looks this many times per idle timeout, but at least every 5 s
-# and at most every 50 ms: it also reports use to the node's live-profile bound.
+# and at most every 50 ms.
 IDLE_CHECKS_PER_TIMEOUT = 4
 IDLE_CHECK_MIN_S = 0.05
 IDLE_CHECK_MAX_S = 5.0
-EXIT_DELAY_S = 0.05  # time for the reply being sent when the actor decides to exit
+# Which memories recall returned is written at most this often, in one transaction,
+# off the request path (ranking's prior and a dream's decay read it); hibernation
+# writes what is left.
+USE_FLUSH_S = 30.0
 
 
-class ProcessStats(msgspec.Struct, frozen=True, kw_only=True):
-    """A profile actor's process: its id and resident memory, now and at its peak."""
+class HostLink(Protocol):
+    """What a profile needs of the host it runs in."""
 
-    pid: int
-    rss_bytes: int
-    peak_rss_bytes: int
+    @property
+    def handle(self) -> Any:
+        """The host's actor handle: the catalog asks it for the profile's current counts."""
+
+    def closed(self, profile: "ProfileBase") -> None:
+        """The profile has closed its store (hibernated or deleted): the host lets it go."""
+
+
+@functools.cache
+def _deployment_handle(deployment: str, app_name: str) -> Any:
+    """One handle per model pool and process, shared by every profile of a host (a handle
+    of its own per profile would start a router per profile)."""
+    return serve.get_deployment_handle(deployment, app_name=app_name)
 
 
 def entry(
@@ -94,8 +110,9 @@ def entry(
 class ProfileBase:
     """One profile: its store, recall state, background vectorisation and idle timer."""
 
-    def __init__(self, tenant: str, profile: str, settings: Settings) -> None:
+    def __init__(self, tenant: str, profile: str, settings: Settings, host: HostLink) -> None:
         self.tenant, self.profile, self.settings = tenant, profile, settings
+        self.host = host
         self.name = f"{tenant}/{profile}"
         self.path = profile_path(settings, tenant, profile)
         self._store: ProfileStore | None = None
@@ -105,16 +122,18 @@ class ProfileBase:
         self._embedder: Any = None  # the embedder pool's deployment handle
         self._generator: Generator | None = None
         self._prototypes = TypePrototypes()  # embedded on the first ingest that needs them
+        self._uses = UseRecorder()
+        self._use_flusher: asyncio.Task[None] | None = None
         self._vectoriser: asyncio.Task[None] | None = None
         self._idle_watch: asyncio.Task[None] | None = None
         self._retention: asyncio.Task[None] | None = None
         self._warming: asyncio.Task[None] | None = None
-        self._live: Any = None  # this node's LiveProfiles tracker
         self._catalog = CatalogClient(settings)
         self._catalog_lock = asyncio.Lock()  # one report at a time, in order
         self._catalog_done = False  # the last report (hibernation, deletion) was sent
         self._counts_changed = False
         self._counts_reporter: asyncio.Task[None] | None = None
+        self._hibernate_asked = asyncio.Event()
         self._closing = False
         self._inflight = 0
         self._last_used = time.monotonic()
@@ -138,18 +157,17 @@ class ProfileBase:
         async with self._open_lock:
             if self._store is not None:
                 return
-            self._embedder = serve.get_deployment_handle(
-                EMBEDDER_DEPLOYMENT, app_name=self.settings.app_name
-            )
+            started = time.perf_counter()
+            self._embedder = _deployment_handle(EMBEDDER_DEPLOYMENT, self.settings.app_name)
             info = await self._embedder.info.remote()
             store = await self._durability.open(self.path, dim=info["dim"], embedder=info["name"])
             self._generator = self._make_generator()
             chat = self._generator.chat if isinstance(self._generator, LLMGenerator) else None
             self._recaller = Recaller(store, self.settings.recall, self._embed, chat)
             self._store = store
-            self._live = live_profiles(self.settings.namespace, self.settings.profiles.max_live)
+            metrics.ACTIVATIONS.inc()
+            metrics.ACTIVATION_LATENCY.observe((time.perf_counter() - started) * 1000)
             await self._report_counts()  # listed, and known to exist, before the first answer
-            await self._report_use()
             self._idle_watch = asyncio.create_task(self._watch_idle())
             self._retention = asyncio.create_task(self._apply_retention())
             self._warming = asyncio.create_task(self._warm_vector_indexes(store))
@@ -178,7 +196,7 @@ class ProfileBase:
             return None
         if models.generator == "openai":
             return make_generator(models)  # the endpoint is called from here directly
-        handle = serve.get_deployment_handle(GENERATOR_DEPLOYMENT, app_name=self.settings.app_name)
+        handle = _deployment_handle(GENERATOR_DEPLOYMENT, self.settings.app_name)
         return pool_generator(handle, models, profile=self.name)
 
     def _episode_model(self) -> tuple[ChatModel | None, str]:
@@ -196,36 +214,43 @@ class ProfileBase:
         vectors: np.ndarray = await self._embedder.embed_background.remote(texts)
         return vectors
 
-    async def _report_use(self) -> None:
-        """Tell the node's tracker when this profile was last used (it bounds live actors)."""
-        me = ray.get_runtime_context().current_actor
-        try:
-            await self._live.touch.remote(self.name, me, time.monotonic() - self._last_used)
-        except Exception:  # the bound is best effort; serving goes on
-            log.warning(
-                "profile %s cannot reach the live-profile tracker", self.name, exc_info=True
-            )
-            self._live = live_profiles(self.settings.namespace, self.settings.profiles.max_live)
-
-    async def hibernate(self) -> None:
-        """Hibernate as soon as no call is in flight (asked by the live-profile bound)."""
+    def hibernate_soon(self) -> None:
+        """Hibernate as soon as no call is in flight (the host's bound, or a caller, asks)."""
         self._last_used = float("-inf")
+        self._hibernate_asked.set()
+
+    @property
+    def asked_to_hibernate(self) -> bool:
+        return self._last_used == float("-inf")
+
+    @property
+    def last_used(self) -> float:
+        """When the last call ended (``time.monotonic``); the host's least recently used."""
+        return self._last_used
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
 
     async def _watch_idle(self) -> None:
         timeout = self.settings.profiles.idle_timeout_s
         interval = min(max(timeout / IDLE_CHECKS_PER_TIMEOUT, IDLE_CHECK_MIN_S), IDLE_CHECK_MAX_S)
         while True:
-            await asyncio.sleep(interval)
-            if self._last_used != float("-inf"):
-                await self._report_use()
+            with contextlib.suppress(TimeoutError):  # asked to hibernate: look now
+                await asyncio.wait_for(self._hibernate_asked.wait(), interval)
+            self._hibernate_asked.clear()
             idle = time.monotonic() - self._last_used
-            busy = self._vectoriser is not None and not self._vectoriser.done()
-            if idle >= timeout and self._inflight == 0 and not busy:
+            if idle >= timeout and self._inflight == 0 and not self._busy():
                 await self._hibernate()
                 return
 
+    def _busy(self) -> bool:
+        """Whether background work keeps the profile awake (a mixin may add its own)."""
+        return self._vectoriser is not None and not self._vectoriser.done()
+
     async def _hibernate(self) -> None:
         self._closing = True
+        await self._flush_use()
         try:
             await self._durability.close()
         except Exception:  # object storage unreachable: stay awake, so nothing is lost
@@ -242,26 +267,24 @@ class ProfileBase:
         await self._report_counts(last=True)  # listed with its counts while asleep
         if self._store is not None:
             await self._store.close()
-        self._leave_tracker()
+        metrics.HIBERNATIONS.inc()
         log.info(
             "profile %s hibernates after %.0f s idle", self.name, time.monotonic() - self._last_used
         )
-        self._exit_soon()
+        self._leave_host()
 
-    def _leave_tracker(self) -> None:
-        if self._live is not None:
-            self._live.leave.remote(self.name)
+    def _leave_host(self) -> None:
+        """The store is closed: the host forgets this profile and gives its lease back.
 
-    def _exit_soon(self) -> None:
-        """Kill this actor's process right after the current reply is sent.
-
-        The store is closed first, so nothing is lost; calls queued behind this one
-        fail with ActorDiedError without having run, and callers retry them against
-        a fresh activation. (A graceful ``__ray_terminate__`` sent to oneself left
-        the name taken for seconds here.)
+        Calls that arrive from now on meet ``ProfileClosing`` (the ``entry`` check)
+        and are retried by the caller against a fresh activation.
         """
-        me = ray.get_runtime_context().current_actor
-        asyncio.get_running_loop().call_later(EXIT_DELAY_S, lambda: ray.kill(me, no_restart=True))
+        self._closing = True
+        current = asyncio.current_task()
+        for task in (self._retention, self._idle_watch, self._counts_reporter):
+            if task is not None and task is not current:
+                task.cancel()
+        self.host.closed(self)
 
     # ------------------------------------------------------- background work
 
@@ -334,8 +357,8 @@ class ProfileBase:
             self._catalog_done = last
             try:
                 counts = await self._open_store.reads.info(self.profile)
-                me = None if last else ray.get_runtime_context().current_actor
-                await self._catalog.report(self.tenant, self.profile, counts, me)
+                host = None if last else self.host.handle
+                await self._catalog.report(self.tenant, self.profile, counts, host)
             except Exception:  # listing is best effort; the next report corrects it
                 log.warning("profile %s cannot report to the catalog", self.name, exc_info=True)
 
@@ -344,6 +367,27 @@ class ProfileBase:
         async with self._catalog_lock:
             self._catalog_done = True
             await self._catalog.forget(self.tenant, self.profile)
+
+    def _note_use(self, result: RecallResult) -> None:
+        """Count the memories a recall returned; they are written within ``USE_FLUSH_S``."""
+        self._uses.note(result)
+        if len(self._uses) and (self._use_flusher is None or self._use_flusher.done()):
+            self._use_flusher = asyncio.create_task(self._flush_use_later())
+
+    async def _flush_use_later(self) -> None:
+        await asyncio.sleep(USE_FLUSH_S)
+        if not self._closing and await self._flush_use():
+            await self._after_write()
+
+    async def _flush_use(self) -> int:
+        """Write the memory use noted so far; how many memories (0 on failure: kept)."""
+        if self._store is None:
+            return 0
+        try:
+            return await self._uses.flush(self._store)
+        except Exception:  # kept in memory for the next flush
+            log.warning("profile %s: memory use not written yet", self.name, exc_info=True)
+            return 0
 
     def _vectorise_soon(self) -> None:
         if self._vectoriser is None or self._vectoriser.done():
@@ -405,16 +449,3 @@ class ProfileBase:
         if self._store is None or self._closing:
             raise ProfileClosing(self.name)
         return await self._store.reads.info(self.profile)
-
-    async def process_stats(self) -> ProcessStats:
-        """This actor's process id and resident memory (benchmarks, metrics).
-
-        Not an ``entry``: asking does not keep an idle profile awake.
-        """
-        with open("/proc/self/statm") as statm:
-            rss_pages = int(statm.read().split()[1])
-        return ProcessStats(
-            pid=os.getpid(),
-            rss_bytes=rss_pages * os.sysconf("SC_PAGE_SIZE"),
-            peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        )

@@ -55,7 +55,9 @@ class MemoryOperations(ProfileBase):
         list of 384 floats took 1.4 ms more per call here.
         """
         vector = None if query_vector is None else np.asarray(query_vector, dtype=np.float32)
-        return await self._open_recaller.recall(request, query_vector=vector)
+        result = await self._open_recaller.recall(request, query_vector=vector)
+        self._note_use(result)  # ranking's prior and a dream's decay read it
+        return result
 
     @entry
     async def list_memories(

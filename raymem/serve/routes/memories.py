@@ -8,6 +8,7 @@ import uuid
 
 from fastapi import Query, Request, Response
 
+from raymem import metrics
 from raymem.errors import InvalidRequest
 from raymem.names import validate_name
 from raymem.serve import http
@@ -42,6 +43,8 @@ class MemoryRoutes(IngressBase):
         http.check_ingest_limits(body, self.limits)
         with self._calls(principal, profile) as calls:
             result = await calls.ingest(body)
+        metrics.record_stages("ingest", result.latency_ms)
+        metrics.MEMORIES_ADDED.inc(result.memories.added, source="ingest")
         return http.json_response(result)
 
     @app.post(
@@ -57,6 +60,7 @@ class MemoryRoutes(IngressBase):
         memory_id = uuid.uuid4().hex  # chosen here so a retried call cannot write twice
         with self._calls(principal, profile) as calls:
             memory = await calls.remember(body, memory_id)
+        metrics.MEMORIES_ADDED.inc(source="remember")
         return http.json_response(memory, 201)
 
     @app.post(
@@ -70,6 +74,7 @@ class MemoryRoutes(IngressBase):
         http.check_recall_limits(body, self.limits)
         with self._calls(principal, profile) as calls:
             result = await calls.recall(body)
+        metrics.record_stages("recall", result.latency_ms)
         return http.json_response(result)
 
     @app.get(

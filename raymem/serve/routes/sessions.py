@@ -5,6 +5,7 @@ No ``from __future__ import annotations``: FastAPI inside Serve then answers 422
 
 from fastapi import Query, Request, Response
 
+from raymem import metrics
 from raymem.names import validate_name
 from raymem.serve import http
 from raymem.serve.api import app
@@ -77,6 +78,8 @@ class SessionRoutes(IngressBase):
         validate_name(session_id, "session")
         with self._calls(principal, profile) as calls:
             ended = await calls.end_session(session_id)
+        metrics.record_stages("consolidate", ended.latency_ms)
+        metrics.MEMORIES_ADDED.inc(ended.memories.added, source="consolidate")
         return http.json_response(ended)
 
     @app.delete(
