@@ -169,7 +169,8 @@ def rm(
     url: str,
     token: str | None,
 ) -> None:
-    """Delete SESSION (its turns; its memories are forgotten), or the profile with --all."""
+    """Erase SESSION (its turns, its memories and those drawn from its turns), or the
+    profile with --all."""
     if everything and session is not None:
         raise click.UsageError("Name a SESSION or pass --all, not both")
     if not everything and session is None:
@@ -196,5 +197,33 @@ def rm(
     else:
         click.echo(
             f"deleted session {session}: {result.messages_deleted} turns deleted,"
-            f" {result.memories_forgotten} memories forgotten"
+            f" {result.memories_forgotten} memories forgotten, {result.memories_erased} erased"
         )
+
+
+@memory.command()
+@click.argument("memory_id")
+@click.option("--profile", "-p", required=True)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@_json_option
+@client_options
+def erase(
+    memory_id: str, profile: str, yes: bool, as_json: bool, url: str, token: str | None
+) -> None:
+    """Erase MEMORY_ID: its text, the turns it was drawn from and the memories drawn from
+    those, from every copy (the file, its ledger, object storage)."""
+    if not yes:
+        click.confirm(
+            f"Erase memory {memory_id!r} of {profile!r}, its turns and the memories drawn from"
+            " them?",
+            abort=True,
+        )
+    with open_client(url, token) as client, server_errors():
+        erased = client.get_profile(profile).erase(memory_id)
+    if as_json:
+        _echo_json(erased)
+        return
+    click.echo(
+        f"erased memory {memory_id}: {erased.memories_erased} memories and"
+        f" {erased.messages_erased} turns erased"
+    )

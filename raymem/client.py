@@ -31,6 +31,7 @@ from raymem.types import (
     DreamStatus,
     ImportResult,
     IngestResult,
+    MemoryErasure,
     MemoryPage,
     MemoryType,
     MemoryWithHistory,
@@ -254,6 +255,9 @@ class _Profile:
 
     def _forget(self, memory_id: str) -> _Call[None]:
         return _Call("DELETE", f"{self._base}/memories/{_segment(memory_id)}", NoneType)
+
+    def _erase(self, memory_id: str) -> _Call[MemoryErasure]:
+        return _Call("POST", f"{self._base}/memories/{memory_id}/erase", MemoryErasure)
 
     def _sessions(self) -> _Call[SessionList]:
         return _Call("GET", f"{self._base}/sessions", SessionList)
@@ -518,7 +522,13 @@ class Profile(_Profile):
         return self._client._send(self._get(memory_id))
 
     def forget(self, memory_id: str) -> None:
+        """Hide a memory from recall and listings; its text stays (see ``erase``)."""
         self._client._send(self._forget(memory_id))
+
+    def erase(self, memory_id: str) -> MemoryErasure:
+        """Remove a memory's text from every copy: the memory, the turns it was drawn from
+        and every memory drawn from those turns. A retry after a 503 finishes the job."""
+        return self._client._send(self._erase(memory_id))
 
     def sessions(self) -> SessionList:
         return self._client._send(self._sessions())
@@ -888,7 +898,13 @@ class AsyncProfile(_Profile):
         return await self._client._send(self._get(memory_id))
 
     async def forget(self, memory_id: str) -> None:
+        """Hide a memory from recall and listings; its text stays (see ``erase``)."""
         await self._client._send(self._forget(memory_id))
+
+    async def erase(self, memory_id: str) -> MemoryErasure:
+        """Remove a memory's text from every copy: the memory, the turns it was drawn from
+        and every memory drawn from those turns. A retry after a 503 finishes the job."""
+        return await self._client._send(self._erase(memory_id))
 
     async def sessions(self) -> SessionList:
         return await self._client._send(self._sessions())

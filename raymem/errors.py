@@ -80,6 +80,24 @@ class SessionNotFound(NotFound):
         return f"Session {self.session_id!r} does not exist"
 
 
+class Gone(RaymemError):
+    status = 410
+    code = "gone"
+
+
+class MemoryErased(Gone):
+    """The memory existed and was erased: only a tombstone without text is left."""
+
+    code = "memory_erased"
+
+    def __init__(self, memory_id: str) -> None:
+        super().__init__(memory_id)
+        self.memory_id = memory_id
+
+    def __str__(self) -> str:
+        return f"Memory {self.memory_id!r} was erased"
+
+
 class Conflict(RaymemError):
     status = 409
     code = "conflict"
@@ -331,3 +349,25 @@ class SequenceNotFound(NotFound):
 
     def __str__(self) -> str:
         return f"Action sequence {self.sequence_id!r} does not exist"
+
+
+class ErasureIncomplete(RaymemError):
+    """An erasure committed in the profile's file, but older copies could not be removed yet.
+
+    The text is gone from the file and the ledger; what is left (the file's
+    write-ahead log, snapshots and ledger segments in object storage) is removed by
+    retrying the same call, and in the background meanwhile.
+    """
+
+    status = 503
+    code = "erasure_incomplete"
+
+    def __init__(self, what: str, reason: str) -> None:
+        Exception.__init__(self, what, reason)  # args as the constructor's, for pickling
+        self.what, self.reason = what, reason
+
+    def __str__(self) -> str:
+        return (
+            f"{self.what} was erased from the profile, but older copies remain ({self.reason});"
+            " retry the call to finish"
+        )

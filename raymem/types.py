@@ -102,6 +102,7 @@ class Memory(MemoryFields, kw_only=True):
     created_at: datetime
     superseded_by: str | None = None
     forgotten_at: datetime | None = None
+    erased_at: datetime | None = None  # an erased memory is a tombstone: its text is gone
 
 
 class MemoryWithHistory(Memory, kw_only=True):
@@ -231,10 +232,27 @@ class ImportResult(Schema, kw_only=True):
     counts: ArchiveCounts
 
 
+class MemoryErasure(Schema, kw_only=True):
+    """A memory erased: its text is gone from every copy (see the README).
+
+    Erasing a memory also erases the turns it was drawn from and every other memory
+    drawn from one of those turns. Erasing a memory erased before is a success that
+    erases nothing more (a retry after a 503 finishes removing older copies).
+    """
+
+    memory_id: str
+    memories_erased: int  # tombstones made now: this memory and those sharing its turns
+    messages_erased: int  # turns deleted
+    erased_memory_ids: list[str]
+
+
 class SessionDeleted(Schema, kw_only=True):
+    """A session erased: its turns and memories are gone from every copy (see the README)."""
+
     session_id: str
     messages_deleted: int
-    memories_forgotten: int
+    memories_forgotten: int  # the session's memories that were still visible until now
+    memories_erased: int = 0  # every memory erased: the session's, and others drawn from its turns
 
 
 # ---------------------------------------------- dreams and the review queue

@@ -88,6 +88,7 @@ def test_rm_deletes_a_session_then_the_profile(serve_app, filled):
         "session_id": "chat-1",
         "messages_deleted": 3,
         "memories_forgotten": len(derived),
+        "memories_erased": len(derived),
     }
     left = httpx.get(f"{serve_app}/v1/profiles/{filled}/memories", timeout=60).json()["memories"]
     assert [m["content"] for m in left] == ["Use pnpm, not npm."]
@@ -106,6 +107,6 @@ def test_rm_deletes_a_session_then_the_profile(serve_app, filled):
 
 
 def test_every_memory_command_has_help():
-    for command in ("ls", "show", "search", "end", "rm"):
+    for command in ("ls", "show", "search", "end", "rm", "erase"):
         out = memory_cli(command, "--help")
         assert out.returncode == 0 and "--url" in out.stdout and "--token" in out.stdout

@@ -7,7 +7,7 @@ import pytest
 
 from raymem.errors import MemoryNotFound
 from raymem.pipelines import ingest
-from raymem.store import ProfileStore, message_id, to_db_time, utc_now
+from raymem.store import ProfileStore, erase, message_id, to_db_time, utc_now
 from raymem.store.connection import open_sync
 from raymem.store.reads import CONTEXT_CHARS
 from raymem.store.schema import SCHEMA_VERSION
@@ -221,8 +221,10 @@ async def test_retention_purges_only_old_turns_and_keeps_memories(store):
     cutoff = to_db_time(utc_now())
     await ingest.ingest(store, "new", turns("I started learning the cello."))
     async with store.write() as writer:
-        assert await writer.purge_messages(to_db_time(utc_now() - timedelta(days=90))) == 0
-        purged = await writer.purge_messages(cutoff)
+        assert (
+            await erase.erase_turns_before(writer, to_db_time(utc_now() - timedelta(days=90))) == 0
+        )
+        purged = await erase.erase_turns_before(writer, cutoff)
     assert purged == 1
     assert store.search.messages_text('"greyhound"', limit=5) == []
     assert len(store.search.messages_text('"cello"', limit=5)) == 1
@@ -242,9 +244,14 @@ async def test_retention_purges_only_old_turns_and_keeps_memories(store):
 async def test_deleting_a_session_removes_turns_and_forgets_its_memories(store):
     await ingest.ingest(store, "a", turns("My cat is named Tofu."))
     await ingest.ingest(store, "b", turns("My dog is named Pixel."))
+
+    async def delete_session(writer, session_id):
+        erased = await erase.erase_session(writer, session_id, at=to_db_time(utc_now()))
+        return len(erased.erasure.messages), erased.memories_forgotten
+
     async with store.write() as writer:
-        assert await writer.delete_session("a") == (1, 1)
-        assert await writer.delete_session("nope") == (0, 0)
+        assert await delete_session(writer, "a") == (1, 1)
+        assert await delete_session(writer, "nope") == (0, 0)
     assert [s.id for s in await store.reads.list_sessions()] == ["b"]
     memories, _ = await store.reads.list_memories()
     assert [m.content for m in memories] == ["My dog is named Pixel."]

@@ -7,7 +7,7 @@ import pytest
 
 from raymem.models.embedder import SentenceTransformerEmbedder
 from raymem.pipelines import ingest
-from raymem.store import ProfileStore
+from raymem.store import ProfileStore, erase, to_db_time, utc_now
 from raymem.store.connection import open_sync
 from raymem.store.vector_index import VectorIndex, read_index
 from raymem.types import MessageIn
@@ -127,7 +127,7 @@ async def test_store_search_follows_commits_and_ignores_rollbacks(tmp_path):
         hits = await store.search.vectors("message_vectors", basis[1], limit=5)
         assert [s for s, _ in hits] == [pending[0][0]]  # the rolled-back vector is absent
         async with store.write() as writer:
-            await writer.delete_session("s1")
+            await erase.erase_session(writer, "s1", at=to_db_time(utc_now()))
         assert await store.search.vectors("message_vectors", basis[0], limit=5) == []
     finally:
         await store.close()

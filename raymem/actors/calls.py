@@ -51,6 +51,7 @@ from raymem.types import (
     ImportResult,
     IngestRequest,
     IngestResult,
+    MemoryErasure,
     MemoryPage,
     MemoryType,
     MemoryWithHistory,
@@ -189,6 +190,10 @@ class ProfileCalls:
     async def forget(self, memory_id: str) -> None:
         await self._call(NoneType, lambda profile: profile.forget(memory_id))
 
+    async def erase_memory(self, memory_id: str) -> MemoryErasure:
+        """Erase the memory, the turns it was drawn from and the memories drawn from those."""
+        return await self._call(MemoryErasure, lambda profile: profile.erase_memory(memory_id))
+
     # -------------------------------------------------------------- sessions
 
     async def append_message(self, session_id: str, request: AppendRequest) -> StoredMessage:
@@ -212,7 +217,7 @@ class ProfileCalls:
         return await self._call(SessionEnded, lambda profile: profile.end_session(session_id))
 
     async def delete_session(self, session_id: str) -> SessionDeleted:
-        """Delete the session's turns and forget the memories derived from it."""
+        """Erase the session: its turns, its memories and every memory drawn from its turns."""
         return await self._call(SessionDeleted, lambda profile: profile.delete_session(session_id))
 
     # ---------------------------------------------------- the agent's context

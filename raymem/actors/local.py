@@ -22,6 +22,7 @@ from raymem.types import (
     DreamStatus,
     IngestRequest,
     IngestResult,
+    MemoryErasure,
     MemoryPage,
     MemoryType,
     MemoryWithHistory,
@@ -144,7 +145,13 @@ class LocalProfile:
         return run_blocking(self._calls.get_memory(memory_id))
 
     def forget(self, memory_id: str) -> None:
+        """Hide a memory from recall and listings; its text stays (see ``erase``)."""
         run_blocking(self._calls.forget(memory_id))
+
+    def erase(self, memory_id: str) -> MemoryErasure:
+        """Remove a memory's text from every copy: the memory, the turns it was drawn from
+        and every memory drawn from those turns."""
+        return run_blocking(self._calls.erase_memory(memory_id))
 
     # ------------------------------------------------- the agent's context
 

@@ -10,6 +10,7 @@ from raymem.export.archive import (
     import_archive,
     iter_archive,
 )
+from raymem.export.erasure import replace_older_copies
 from raymem.export.ledger import (
     LedgerGap,
     LedgerShipper,
@@ -53,6 +54,7 @@ __all__ = [
     "parse_s3_url",
     "prune_segments",
     "prune_snapshots",
+    "replace_older_copies",
     "replay_ledger",
     "restore_latest",
     "ship_ledger",

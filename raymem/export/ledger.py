@@ -13,6 +13,7 @@ import contextlib
 import gzip
 import logging
 import re
+from collections.abc import Awaitable, Callable
 
 import msgspec
 
@@ -201,6 +202,7 @@ class LedgerShipper:
         self.tenant, self.profile = tenant, profile
         self.interval_s, self.max_entries = interval_s, max_entries
         self.shipped_seq = 0
+        self._stopped = False
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -219,7 +221,7 @@ class LedgerShipper:
     async def flush(self) -> int:
         """Ship every committed entry now; returns the last seq shipped."""
         async with self._lock:
-            if await self.store.reads.ledger_seq() > self.shipped_seq:
+            if not self._stopped and await self.store.reads.ledger_seq() > self.shipped_seq:
                 self.shipped_seq = await ship_ledger(
                     self.store,
                     self.object_store,
@@ -229,6 +231,35 @@ class LedgerShipper:
                     max_entries=self.max_entries,
                 )
             return self.shipped_seq
+
+    async def restart_from(self, take: Callable[[], Awaitable[int]]) -> int:
+        """Hold shipping while ``take`` runs, then ship from the seq it returns on.
+
+        ``take`` replaces what object storage holds (after an erasure: a new snapshot,
+        older segments deleted) and returns the ledger seq its snapshot covers. No
+        upload of older entries can land meanwhile or after.
+        """
+        async with self._lock:
+            self.shipped_seq = await take()
+            return self.shipped_seq
+
+    async def stop(self) -> None:
+        """Stop shipping for good, without a last upload (the profile is being deleted).
+
+        An upload in progress is waited for rather than cancelled: its thread would
+        carry on and land the segment after the caller deleted everything.
+        """
+        async with self._lock:
+            self._stopped = True
+            await self._cancel_loop()
+
+    async def _cancel_loop(self) -> None:
+        """Cancel the background loop; called holding the lock, so no upload is under way."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
 
     async def _run(self) -> None:
         failures = 0
@@ -250,10 +281,11 @@ class LedgerShipper:
                 await asyncio.sleep(min(self.interval_s * 2**failures, 60.0))
 
     async def close(self) -> None:
-        """Stop the loop and ship what is left (hibernation); errors propagate."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        """Stop the loop and ship what is left (hibernation); errors propagate.
+
+        An upload in progress is waited for rather than cancelled: its thread would
+        carry on, and could land entries an erasure meanwhile removed.
+        """
+        async with self._lock:
+            await self._cancel_loop()
         await self.flush()

@@ -40,6 +40,9 @@ THROTTLING_CODES = frozenset(
     {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests"}
 )
 MIB = 2**20
+DELETE_BATCH = 1000  # DeleteObjects takes at most 1000 keys
+# Answers of a service that does not offer object versions to these credentials.
+VERSIONS_UNAVAILABLE = frozenset({"AccessDenied", "NotImplemented", "MethodNotAllowed"})
 
 
 class ObjectInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -293,8 +296,8 @@ class ObjectStore:
 
     async def delete(self, *keys: str) -> None:
         """Delete objects; keys that do not exist are not an error."""
-        for start in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
-            batch = [{"Key": key} for key in keys[start : start + 1000]]
+        for start in range(0, len(keys), DELETE_BATCH):
+            batch = [{"Key": key} for key in keys[start : start + DELETE_BATCH]]
 
             def delete_batch(batch: list[dict[str, str]] = batch) -> Any:
                 return self._client.delete_objects(
@@ -302,11 +305,75 @@ class ObjectStore:
                 )
 
             response = await self._call(f"delete {len(batch)} objects", delete_batch)
-            # DeleteObjects answers 200 and lists the keys it could not delete.
-            errors = response.get("Errors", [])
-            if errors:
-                first = errors[0]
-                raise OSError(
-                    f"Could not delete {len(errors)} objects from bucket {self.bucket!r},"
-                    f" e.g. {first.get('Key')!r}: {first.get('Code')} {first.get('Message')}"
+            self._check_deleted(response)
+
+    def _check_deleted(self, response: Any) -> None:
+        """DeleteObjects answers 200 and lists the keys it could not delete."""
+        errors = response.get("Errors", [])
+        if errors:
+            first = errors[0]
+            raise OSError(
+                f"Could not delete {len(errors)} objects from bucket {self.bucket!r},"
+                f" e.g. {first.get('Key')!r}: {first.get('Code')} {first.get('Message')}"
+            )
+
+    async def abort_uploads(self, prefix: str) -> int:
+        """Abort unfinished multipart uploads under ``prefix``; returns how many.
+
+        The parts of an upload cut short (a crash in the middle of a large snapshot)
+        are stored, unlisted, until the upload is aborted.
+        """
+
+        def abort_all() -> int:
+            paginator = self._client.get_paginator("list_multipart_uploads")
+            uploads = [
+                (upload["Key"], upload["UploadId"])
+                for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix)
+                for upload in page.get("Uploads", [])
+            ]
+            for key, upload_id in uploads:
+                self._client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+            return len(uploads)
+
+        return await self._call(f"abort uploads under {prefix}", abort_all)
+
+    async def delete_old_versions(self, prefix: str) -> int:
+        """In a versioned bucket, delete the noncurrent versions and delete markers under
+        ``prefix`` (what deleting or replacing an object leaves there); returns how many.
+
+        Nothing is listed as such in a bucket without versioning. A service that does
+        not let these credentials list versions is logged and left as it is.
+        """
+
+        def delete_all() -> int:
+            paginator = self._client.get_paginator("list_object_versions")
+            old = []
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+                for version in page.get("Versions", []):
+                    if not version["IsLatest"]:
+                        old.append({"Key": version["Key"], "VersionId": version["VersionId"]})
+                for marker in page.get("DeleteMarkers", []):
+                    old.append({"Key": marker["Key"], "VersionId": marker["VersionId"]})
+            for start in range(0, len(old), DELETE_BATCH):
+                batch = old[start : start + DELETE_BATCH]
+                self._check_deleted(
+                    self._client.delete_objects(
+                        Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
+                    )
                 )
+            return len(old)
+
+        try:
+            return await self._call(f"delete old versions under {prefix}", delete_all)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code not in VERSIONS_UNAVAILABLE:
+                raise
+            log.warning(
+                "bucket %r: cannot list object versions (%s); if it is versioned, older"
+                " versions under %r remain",
+                self.bucket,
+                code,
+                prefix,
+            )
+            return 0

@@ -42,7 +42,7 @@ async def open_restored(
 
     - The local file exists: segments newer than its ledger are replayed onto
       it; if they do not continue it (it is older than the oldest kept segment),
-      the latest snapshot replaces it first.
+      or the newest snapshot holds more, the latest snapshot replaces it first.
     - It does not: the latest valid snapshot is restored (a corrupt one is
       skipped for the previous one), then newer segments are replayed. With no
       snapshot, the segments are replayed onto a new store.
@@ -63,6 +63,8 @@ async def open_restored(
         source = "ledger" if manifest is None else "snapshot"
     store = await ProfileStore.open(path, dim=dim, embedder=embedder)
     try:
+        if source == "local":
+            await _refuse_older_than_newest_snapshot(store, object_store, tenant, profile)
         replayed = await replay_ledger(store, object_store, tenant, profile)
     except LedgerGap:
         await store.close()
@@ -95,6 +97,25 @@ async def open_restored(
     if source != "local" or replayed:
         log.info("activated %s/%s: %s", tenant, profile, report)
     return store, report
+
+
+async def _refuse_older_than_newest_snapshot(
+    store: ProfileStore, object_store: ObjectStore, tenant: str, profile: str
+) -> None:
+    """Raise LedgerGap when the newest snapshot holds more than the local file.
+
+    The segments alone do not tell: after an erasure, object storage keeps one
+    snapshot and only the segments after it, which may be none. A copy left on a
+    node the profile has since moved from must not be served, nor keep what an
+    erasure removed.
+    """
+    snapshots = await list_snapshots(object_store, tenant, profile)
+    local = await store.reads.ledger_seq()
+    if snapshots and snapshots[0].ledger_seq > local:
+        raise LedgerGap(
+            f"Local copy of {tenant}/{profile} holds seqs up to {local}; the newest"
+            f" snapshot holds {snapshots[0].ledger_seq}"
+        )
 
 
 async def checkpoint(

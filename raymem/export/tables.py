@@ -53,7 +53,7 @@ class MessageLine(Line, tag="message", kw_only=True):
     extracted: bool
 
 
-class MemoryLine(Line, tag="memory", kw_only=True):
+class MemoryLine(Line, tag="memory", kw_only=True, omit_defaults=True):
     id: str
     type: str
     content: str
@@ -68,6 +68,8 @@ class MemoryLine(Line, tag="memory", kw_only=True):
     created_at: str
     superseded_by: str | None
     forgotten_at: str | None
+    # Left out unless set, so a profile without erasures archives as it always did.
+    erased_at: str | None = None
 
 
 class BlockLine(Line, tag="block", kw_only=True):

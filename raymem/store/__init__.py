@@ -5,6 +5,7 @@
 - ``search``: recall's quick lookups (full text, vectors, topic heads, rows by seq);
 - ``writer``: the writes of one transaction, each logged in the ledger;
 - ``replay``: applying another copy's ledger, restoring exported rows;
+- ``erase``: erasing memories, sessions and old turns from every row and ledger entry;
 - ``schema``: creation and migrations; ``rows``: ids, times, columns and conversions;
 - ``vector_index``: the in-memory nearest-neighbour index of a vector table.
 """

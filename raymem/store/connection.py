@@ -40,6 +40,9 @@ def _connector(path: Path, *, read_only: bool) -> Callable[[], Any]:
             conn.execute("PRAGMA journal_mode = WAL")
             # Every acknowledged write reaches the disk before the call returns.
             conn.execute("PRAGMA synchronous = FULL")
+            # Deleted content is overwritten with zeros, so an erased text leaves no
+            # bytes behind in freed cells or pages (see store/erase.py).
+            conn.execute("PRAGMA secure_delete = ON")
         return conn
 
     return connect

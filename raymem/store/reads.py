@@ -10,7 +10,7 @@ from typing import Any
 
 import aiosqlite
 
-from raymem.errors import MemoryNotFound, MessageNotFound, SessionNotFound
+from raymem.errors import MemoryErased, MemoryNotFound, MessageNotFound, SessionNotFound
 from raymem.store import episodes as episode_store
 from raymem.store.rows import (
     COUNTS_SQL,
@@ -57,11 +57,19 @@ class Reads:
     # -------------------------------------------------------------- memories
 
     async def get_memory(self, memory_id: str) -> Memory:
-        """One memory, whatever its state.
+        """One memory, superseded or forgotten as well as current.
 
         Raises:
             MemoryNotFound: no memory has this id.
+            MemoryErased: the memory was erased (only its tombstone is left).
         """
+        memory = await self._memory(memory_id)
+        if memory.erased_at is not None:
+            raise MemoryErased(memory_id)
+        return memory
+
+    async def _memory(self, memory_id: str) -> Memory:
+        """One memory row, tombstones included."""
         rows = await self._fetch(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
         )
@@ -73,7 +81,12 @@ class Reads:
         """The whole version chain that ``memory_id`` belongs to, oldest first.
 
         Where a dream merged several statements into one, every statement that led
-        to ``memory_id`` comes before it, in the order they were written.
+        to ``memory_id`` comes before it, in the order they were written. An erased
+        version keeps its place as a tombstone (no text, ``erased_at`` set).
+
+        Raises:
+            MemoryNotFound: no memory has this id.
+            MemoryErased: ``memory_id`` itself was erased.
         """
         memory = await self.get_memory(memory_id)
         earlier: dict[str, tuple[int, Memory]] = {}
@@ -89,7 +102,7 @@ class Reads:
             earlier.update(found)
         chain = [m for _, m in sorted(earlier.values(), key=lambda pair: pair[0])] + [memory]
         while chain[-1].superseded_by is not None:  # walk forward to the head
-            chain.append(await self.get_memory(chain[-1].superseded_by))
+            chain.append(await self._memory(chain[-1].superseded_by))
         return chain
 
     async def memories_by_id(self, ids: Sequence[str]) -> list[Memory]:
@@ -114,6 +127,7 @@ class Reads:
     ) -> tuple[list[Memory], int | None]:
         """Newest first; returns the page and the cursor (a seq) of the next page."""
         where, params = memory_filters(types, session_id, include_superseded=include_superseded)
+        where.append("erased_at IS NULL")  # a tombstone has nothing to list
         if before_seq is not None:
             where.append("seq < ?")
             params.append(before_seq)

@@ -10,7 +10,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from raymem.store import blocks, dreams, episodes, memory_use, review, work
+from raymem.store import blocks, dreams, episodes, erase, memory_use, review, work
 from raymem.store.procedural import replay as procedural
 from raymem.store.rows import RESTORED_TABLES, content_hash, placeholders, stored_value
 from raymem.store.writer import SESSION_UPSERT, StoreWriter, fetch
@@ -110,14 +110,6 @@ async def _import(writer: StoreWriter, data: dict[str, Any], at: str) -> None:
         await restore_rows(writer, table, data.get(table, []))
 
 
-async def _session_delete(writer: StoreWriter, data: dict[str, Any], at: str) -> None:
-    await writer.remove_session(data["id"], data["at"])
-
-
-async def _purge(writer: StoreWriter, data: dict[str, Any], at: str) -> None:
-    await writer.remove_messages_before(data["before"])
-
-
 REPLAYERS: dict[str, Replayer] = {
     "messages": _messages,
     "memory": _memory,
@@ -126,8 +118,9 @@ REPLAYERS: dict[str, Replayer] = {
     "session_end": _session_end,
     "extracted": _extracted,
     "import": _import,
-    "session_delete": _session_delete,
-    "purge": _purge,
+    "session_delete": erase.replay_session_delete,
+    "purge": erase.replay_purge,
+    "erase": erase.replay_erase,
     # The agent's context.
     "block_limit": blocks.apply_limit,
     "block_delete": blocks.apply_delete,

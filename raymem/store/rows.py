@@ -34,7 +34,14 @@ def _names(kind: type[msgspec.Struct]) -> tuple[str, ...]:
 
 
 #: Columns read back as a ``Memory`` (after the row's seq), in ``Memory``'s field terms.
-MEMORY_FIELDS = ("id", *_names(MemoryFields), "created_at", "superseded_by", "forgotten_at")
+MEMORY_FIELDS = (
+    "id",
+    *_names(MemoryFields),
+    "created_at",
+    "superseded_by",
+    "forgotten_at",
+    "erased_at",
+)
 MEMORY_COLUMNS = "seq, " + ", ".join(MEMORY_FIELDS)
 MESSAGE_COLUMNS = "seq, id, session_id, role, content, created_at"
 
@@ -75,7 +82,14 @@ RESTORED_TABLES: dict[str, TableColumns] = {
         flags=("extracted",),
     ),
     "memories": TableColumns(
-        ("id", *_names(MemoryRecord), "created_at", "superseded_by", "forgotten_at"),
+        (
+            "id",
+            *_names(MemoryRecord),
+            "created_at",
+            "superseded_by",
+            "forgotten_at",
+            "erased_at",
+        ),
         json=("source_message_ids", "source_spans"),
         lines=("search_queries",),
     ),
@@ -294,6 +308,7 @@ def memory_from_row(row: Sequence[Any]) -> Memory:
     fields["source_message_ids"] = json.loads(fields["source_message_ids"])
     fields["created_at"] = datetime.fromisoformat(fields["created_at"])
     fields["forgotten_at"] = from_db_time(fields["forgotten_at"])
+    fields["erased_at"] = from_db_time(fields["erased_at"])
     return Memory(**fields)
 
 

@@ -26,6 +26,7 @@ MIGRATIONS: dict[int, str] = {1: "migrate_2.sql"}
 PARTS: dict[str, tuple[str, ...]] = {
     "context": ("context.sql",),
     "dreams": ("dreams.sql",),  # dream jobs, memory use, the review queue
+    "erasure": ("erasure.sql",),
     "procedural": ("procedural.sql",),
 }
 

@@ -17,7 +17,7 @@ from typing import Any
 import aiosqlite
 
 from raymem.store import schema
-from raymem.store.connection import CHECKPOINT, open_connection, open_sync
+from raymem.store.connection import CHECKPOINT, Error, open_connection, open_sync
 from raymem.store.reads import Reads
 from raymem.store.schema import VECTOR_SOURCES
 from raymem.store.search import Search
@@ -114,16 +114,39 @@ class ProfileStore:
     async def write(self) -> AsyncIterator[StoreWriter]:
         """One transaction: everything written inside commits together or not at all."""
         async with self._write_lock:
-            await self._writer.execute("BEGIN IMMEDIATE")
-            writer = StoreWriter(self._writer)
             try:
+                await self._writer.execute("BEGIN IMMEDIATE")
+                writer = StoreWriter(self._writer)
                 yield writer
             except BaseException:
-                await self._writer.execute("ROLLBACK")
+                await self._rollback()
                 raise
             await self._writer.execute("COMMIT")
             for change in writer.vector_changes:  # no await between commit and here
                 self._vector_indexes[change.table].apply(change)
+
+    async def _rollback(self) -> None:
+        """Roll back, also when a cancellation interrupted the wait for ``BEGIN``.
+
+        The connection's thread runs ``BEGIN`` even when the task awaiting it was
+        cancelled; the ``ROLLBACK`` queued after it ends that transaction, so the next
+        write does not fail with "cannot start a transaction within a transaction".
+        """
+        with contextlib.suppress(Error):  # BEGIN itself failed: no transaction to end
+            await self._writer.execute("ROLLBACK")
+
+    async def truncate_wal(self) -> bool:
+        """Copy the write-ahead log into the file and truncate the log to zero bytes.
+
+        A commit leaves the page images it replaced in the log until a checkpoint
+        resets it; an erasure calls this once committed, so that no old image of an
+        erased text stays there. Waits for readers up to the connection's busy
+        timeout; returns False when one still reads an older state (a long export):
+        call again later.
+        """
+        async with self._write_lock:
+            busy = (await fetch(self._writer, "PRAGMA wal_checkpoint(TRUNCATE)"))[0][0]
+        return not busy
 
     async def warm_vector_indexes(self) -> None:
         """Read the vector tables into memory now, so the first recall does not wait for it."""

@@ -202,59 +202,6 @@ class StoreWriter:
             (at, at, session_id),
         )
 
-    async def delete_session(self, session_id: str) -> tuple[int, int]:
-        """Delete a session's turns and forget the memories derived from it.
-
-        Returns (messages deleted, memories forgotten); (0, 0) for an unknown session.
-        """
-        at = to_db_time(utc_now())
-        counts = await self.remove_session(session_id, at)
-        if counts != (0, 0):
-            await self.log("session_delete", {"id": session_id, "at": at})
-        return counts
-
-    async def remove_session(self, session_id: str, at: str) -> tuple[int, int]:
-        """``delete_session`` without the ledger entry (replay logs the original's)."""
-        await self._delete_vectors(
-            "message_vectors", "SELECT seq FROM messages WHERE session_id = ?", (session_id,)
-        )
-        deleted = await self.conn.execute(
-            "DELETE FROM messages WHERE session_id = ?", (session_id,)
-        )
-        await self._delete_vectors(
-            "memory_vectors",
-            "SELECT seq FROM memories WHERE session_id = ? AND forgotten_at IS NULL",
-            (session_id,),
-        )
-        forgotten = await self.conn.execute(
-            "UPDATE memories SET forgotten_at = ? WHERE session_id = ? AND forgotten_at IS NULL",
-            (at, session_id),
-        )
-        removed = await self.conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-        if deleted.rowcount == 0 and forgotten.rowcount == 0 and removed.rowcount == 0:
-            return 0, 0
-        return deleted.rowcount, forgotten.rowcount
-
-    async def purge_messages(self, before: str) -> int:
-        """Retention: delete raw turns stored before ``before``; memories derived from them stay.
-
-        Age counts from when raymem received a turn (``ingested_at``), not from its
-        message time: importing last year's conversation today keeps it for the
-        whole retention period.
-        """
-        count = await self.remove_messages_before(before)
-        if count:
-            await self.log("purge", {"before": before, "count": count})
-        return count
-
-    async def remove_messages_before(self, before: str) -> int:
-        """``purge_messages`` without the ledger entry."""
-        await self._delete_vectors(
-            "message_vectors", "SELECT seq FROM messages WHERE ingested_at < ?", (before,)
-        )
-        cursor = await self.conn.execute("DELETE FROM messages WHERE ingested_at < ?", (before,))
-        return int(cursor.rowcount)
-
     # --------------------------------------------------------------- vectors
 
     async def set_vectors(
@@ -289,11 +236,11 @@ class StoreWriter:
         self.vector_changes.append(VectorChange("upsert", table, [s for s, _ in rows], vectors))
 
     async def delete_memory_vector(self, memory_id: str) -> None:
-        await self._delete_vectors(
+        await self.delete_vectors(
             "memory_vectors", "SELECT seq FROM memories WHERE id = ?", (memory_id,)
         )
 
-    async def _delete_vectors(self, table: str, seqs_sql: str, params: Sequence[Any]) -> None:
+    async def delete_vectors(self, table: str, seqs_sql: str, params: Sequence[Any]) -> None:
         """Delete the vectors of the rows that ``seqs_sql`` selects."""
         seqs = [row[0] for row in await fetch(self.conn, seqs_sql, params)]
         if not seqs:

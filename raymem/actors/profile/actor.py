@@ -3,6 +3,7 @@
 from raymem.actors.profile.archives import ArchiveOperations
 from raymem.actors.profile.context import ContextOperations
 from raymem.actors.profile.dreams import DreamOperations
+from raymem.actors.profile.erasure import ErasureOperations
 from raymem.actors.profile.memories import MemoryOperations
 from raymem.actors.profile.procedural import ProceduralOperations
 from raymem.actors.profile.review import ReviewOperations
@@ -12,6 +13,7 @@ from raymem.actors.profile.sessions import SessionOperations
 class ProfileActor(
     MemoryOperations,
     SessionOperations,
+    ErasureOperations,
     ArchiveOperations,
     ContextOperations,
     ProceduralOperations,

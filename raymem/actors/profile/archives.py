@@ -63,9 +63,9 @@ class ArchiveOperations(ProfileBase):
         self._closing = True
         if self._vectoriser is not None:
             self._vectoriser.cancel()
+        await self._durability.destroy()  # stops shipping and snapshots first
         if self._store is not None:
             await self._store.close()
-        await self._durability.destroy()
         await self._leave_catalog()
         shutil.rmtree(self.path.parent, ignore_errors=True)
         self._leave_host()

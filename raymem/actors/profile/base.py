@@ -32,11 +32,11 @@ from ray import serve
 
 from raymem import metrics
 from raymem.actors.catalog import COUNTS_REPORT_DELAY_S, CatalogClient
-from raymem.actors.durability import Durability
+from raymem.actors.durability import Durability, OldCopiesRemain
 from raymem.actors.layout import profile_path
 from raymem.actors.pools import EMBEDDER_DEPLOYMENT, GENERATOR_DEPLOYMENT, pool_generator
 from raymem.config import Settings
-from raymem.errors import ProfileClosing
+from raymem.errors import ErasureIncomplete, ProfileClosing
 from raymem.models.chat import ChatModel
 from raymem.pipelines import procedural
 from raymem.pipelines.classify import TypePrototypes
@@ -45,7 +45,7 @@ from raymem.pipelines.procedural.sequences import IntentSummariser
 from raymem.pipelines.procedural.summary import ChatSummariser
 from raymem.pipelines.recall import Recaller
 from raymem.pipelines.use import UseRecorder
-from raymem.store import ProfileStore, to_db_time, utc_now
+from raymem.store import ProfileStore, erase, to_db_time, utc_now
 from raymem.store.reads import PENDING_TABLES
 from raymem.types import ProfileInfo, RecallResult
 
@@ -296,7 +296,7 @@ class ProfileBase:
             log.exception("profile %s: warming the vector indexes failed", self.name)
 
     async def _apply_retention(self) -> None:
-        """Purge raw turns past the retention period now and then; memories stay."""
+        """Erase raw turns past the retention period now and then; memories stay."""
         days = self.settings.profiles.retention_days
         while days > 0 and not self._closing:
             try:
@@ -306,14 +306,27 @@ class ProfileBase:
             await asyncio.sleep(self.settings.profiles.retention_check_s)
 
     async def _purge_older_than(self, days: float) -> int:
-        """Delete raw turns received more than ``days`` ago; returns how many."""
+        """Erase raw turns received more than ``days`` ago; returns how many."""
         cutoff = to_db_time(utc_now() - timedelta(days=days))
         async with self._open_store.write() as writer:
-            purged = await writer.purge_messages(cutoff)
+            purged = await erase.erase_turns_before(writer, cutoff)
         if purged:
-            log.info("profile %s: purged %d turns older than %s", self.name, purged, cutoff)
+            log.info("profile %s: erased %d turns older than %s", self.name, purged, cutoff)
             await self._after_write()
+            await self._finish_erasure(f"{purged} turns older than {cutoff}")
         return purged
+
+    async def _finish_erasure(self, what: str) -> None:
+        """Remove the copies made before an erasure: the file's log, object storage.
+
+        Raises:
+            ErasureIncomplete: some remain; the same call again finishes the removal
+                (activation, each snapshot round and hibernation retry it meanwhile).
+        """
+        try:
+            await self._durability.remove_erased_copies()
+        except OldCopiesRemain as exc:
+            raise ErasureIncomplete(what, str(exc)) from exc
 
     async def _after_write(self) -> None:
         """Every committed write: embed what is new, ship the ledger as durability says,

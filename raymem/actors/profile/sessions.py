@@ -1,12 +1,12 @@
 """A profile actor's session operations: append a turn, read the last turns, list, end
-(consolidate, and finalise the session's episode), delete."""
+(consolidate, and finalise the session's episode), erase."""
 
 from raymem.actors.profile.base import ProfileBase, entry
 from raymem.errors import SessionNotFound
 from raymem.pipelines import ingest as ingest_pipeline
 from raymem.pipelines.context import episodes
 from raymem.pipelines.procedural.sequences import close_session as close_action_sequence
-from raymem.store import utc_now
+from raymem.store import erase, to_db_time, utc_now
 from raymem.types import (
     AppendRequest,
     MemoryCounts,
@@ -88,12 +88,21 @@ class SessionOperations(ProfileBase):
 
     @entry
     async def delete_session(self, session_id: str) -> SessionDeleted:
-        """Delete a session's turns and forget the memories derived from it."""
+        """Erase a session: its turns, its memories and the memories drawn from its turns.
+
+        A retry after ``ErasureIncomplete`` finishes removing the old copies, then
+        answers ``SessionNotFound``: the session is gone.
+        """
         async with self._open_store.write() as writer:
-            messages, memories = await writer.delete_session(session_id)
-        if (messages, memories) == (0, 0):
+            erased = await erase.erase_session(writer, session_id, at=to_db_time(utc_now()))
+        if not erased.erasure.is_empty():
+            await self._after_write()
+        await self._finish_erasure(f"Session {session_id!r}")
+        if erased.erasure.is_empty():
             raise SessionNotFound(session_id)
-        await self._after_write()
         return SessionDeleted(
-            session_id=session_id, messages_deleted=messages, memories_forgotten=memories
+            session_id=session_id,
+            messages_deleted=len(erased.erasure.messages),
+            memories_forgotten=erased.memories_forgotten,
+            memories_erased=len(erased.erasure.memories),
         )

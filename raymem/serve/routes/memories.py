@@ -1,4 +1,4 @@
-"""Memory routes: ingest, remember, recall, list, get and forget.
+"""Memory routes: ingest, remember, recall, list, get, forget and erase.
 
 No ``from __future__ import annotations``: FastAPI inside Serve then answers 422.
 """
@@ -17,6 +17,7 @@ from raymem.serve.routes.base import IngressBase
 from raymem.types import (
     IngestRequest,
     IngestResult,
+    MemoryErasure,
     MemoryPage,
     MemoryType,
     MemoryWithHistory,
@@ -131,3 +132,20 @@ class MemoryRoutes(IngressBase):
         with self._calls(principal, profile) as calls:
             await calls.forget(memory_id)
         return Response(status_code=204)
+
+    @app.post(
+        "/v1/profiles/{profile}/memories/{memory_id}/erase",
+        tags=["memories"],
+        responses=http.response_schema(MemoryErasure),
+    )
+    async def erase_memory(self, profile: str, memory_id: str, request: Request) -> Response:
+        """Erase a memory, the turns it was drawn from and every memory drawn from those.
+
+        Answers once no copy holds the text (file, ledger, object storage); a 503
+        ``erasure_incomplete`` means erased from the profile but not yet from every older
+        copy: the same call again finishes it.
+        """
+        principal = self._profile(request, profile, write=True)
+        with self._calls(principal, profile) as calls:
+            erased = await calls.erase_memory(memory_id)
+        return http.json_response(erased)

@@ -88,7 +88,11 @@ class SessionRoutes(IngressBase):
         responses=http.response_schema(SessionDeleted),
     )
     async def delete_session(self, profile: str, session_id: str, request: Request) -> Response:
-        """Delete a session's turns and forget the memories derived from it."""
+        """Erase a session: its turns, its memories and every memory drawn from its turns.
+
+        Answers once no copy holds their text; a 503 ``erasure_incomplete``: the same
+        call again finishes removing older copies (then answers 404: the session is gone).
+        """
         principal = self._profile(request, profile, write=True)
         validate_name(session_id, "session")
         with self._calls(principal, profile) as calls:
