@@ -8,7 +8,7 @@ import numpy as np
 from raymem.pipelines import ingest
 from raymem.pipelines.dream import rules
 from raymem.pipelines.dream.items import Item, concrete_values, load_items, subject_of
-from raymem.store import NewMemory, ProfileStore, to_db_time
+from raymem.store import NewMemory, ProfileStore, erase, to_db_time
 from raymem.store.memory_use import Use
 from raymem.types import MessageIn
 
@@ -124,7 +124,9 @@ async def test_the_retention_purge_does_not_make_evidence_lost(tmp_path):
         turns = [MessageIn(role="user", content="The staging database is called orchid-42.")]
         await ingest.ingest(store, "s1", turns)
         async with store.write() as writer:
-            await writer.purge_messages(to_db_time(datetime.now(UTC) + timedelta(days=1)))
+            await erase.erase_turns_before(
+                writer, to_db_time(datetime.now(UTC) + timedelta(days=1))
+            )
         (loaded,) = await load_items(store)
         assert (loaded.sources_found, loaded.session_exists) == (0, True)
         assert rules.lost_evidence([loaded]) == []

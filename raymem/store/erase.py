@@ -243,7 +243,9 @@ async def _apply(writer: StoreWriter, redaction: Redaction) -> None:
         )
     for chunk in _chunks(sorted(redaction.sessions)):
         await conn.execute(f"DELETE FROM sessions WHERE id IN ({placeholders(len(chunk))})", chunk)
-    await _follow_remaining_turns(writer, touched)
+    # Retention expires old turns but keeps their sessions (and the memories drawn from
+    # them): a session row gone would read as evidence erased (a dream retires those).
+    await _follow_remaining_turns(writer, touched, keep_empty=redaction.messages_before is not None)
     await _redact_ledger(writer, redaction)
     # Merge each touched full-text index into one segment without the deleted terms.
     if messages or redaction.messages_before is not None:
@@ -253,22 +255,26 @@ async def _apply(writer: StoreWriter, redaction: Redaction) -> None:
     await _mark_pending(writer)
 
 
-async def _follow_remaining_turns(writer: StoreWriter, session_ids: Sequence[str]) -> None:
-    """Sessions that lost turns: gone with their last turn, else starting at their first left.
+async def _follow_remaining_turns(
+    writer: StoreWriter, session_ids: Sequence[str], *, keep_empty: bool = False
+) -> None:
+    """Sessions that lost turns: gone with their last turn (unless ``keep_empty``), else
+    starting at their first turn left.
 
     A session row is made from its turns (it starts at the earliest), so replaying
     the redacted ledger, which no longer holds the erased turns, makes the same rows.
     """
     for chunk in _chunks(session_ids):
         where = f"id IN ({placeholders(len(chunk))})"
+        if not keep_empty:
+            await writer.conn.execute(
+                f"DELETE FROM sessions WHERE {where}"
+                " AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_id = sessions.id)",
+                chunk,
+            )
         await writer.conn.execute(
-            f"DELETE FROM sessions WHERE {where}"
-            " AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_id = sessions.id)",
-            chunk,
-        )
-        await writer.conn.execute(
-            "UPDATE sessions SET started_at = (SELECT min(m.created_at) FROM messages m"
-            f" WHERE m.session_id = sessions.id) WHERE {where}",
+            "UPDATE sessions SET started_at = coalesce((SELECT min(m.created_at) FROM messages m"
+            f" WHERE m.session_id = sessions.id), started_at) WHERE {where}",
             chunk,
         )
 
