@@ -162,13 +162,24 @@ def write_docs(
     return {"openapi_extra": body_schema(body, description), "responses": responses}
 
 
+#: Every msgspec type a route's documentation refers to, in the order first referred to:
+#: the OpenAPI document's components are made from these (see ``schema_components``).
+DOCUMENTED_TYPES: dict[type, None] = {}
+
+
+def schema_ref(kind: type) -> dict[str, str]:
+    """A reference to ``kind``'s schema, which the OpenAPI document then carries."""
+    DOCUMENTED_TYPES[kind] = None
+    return {"$ref": f"#/components/schemas/{kind.__name__}"}
+
+
 def body_schema(kind: type, description: str = "") -> dict[str, Any]:
     """``openapi_extra`` documenting a msgspec request body (bodies are decoded by hand)."""
     return {
         "requestBody": {
             "required": True,
             "description": description,
-            "content": {JSON: {"schema": {"$ref": f"#/components/schemas/{kind.__name__}"}}},
+            "content": {JSON: {"schema": schema_ref(kind)}},
         }
     }
 
@@ -177,7 +188,7 @@ def response_schema(kind: type, status: int = 200) -> dict[int | str, dict[str, 
     return {
         status: {
             "description": kind.__name__,
-            "content": {JSON: {"schema": {"$ref": f"#/components/schemas/{kind.__name__}"}}},
+            "content": {JSON: {"schema": schema_ref(kind)}},
         },
         **_client_errors(),
     }
@@ -191,7 +202,7 @@ def _client_errors() -> dict[int | str, dict[str, Any]]:
     return {
         "4XX": {
             "description": "Client error",
-            "content": {JSON: {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+            "content": {JSON: {"schema": schema_ref(ErrorBody)}},
         }
     }
 

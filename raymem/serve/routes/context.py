@@ -95,11 +95,7 @@ def _resolved_responses() -> dict[int | str, dict[str, Any]]:
     kinds = (ResolvedMemory, ResolvedMessage, ResolvedEpisode, ResolvedBlockEntry, ResolvedWorkItem)
     responses[200] = {
         "description": "The record, by kind",
-        "content": {
-            http.JSON: {
-                "schema": {"oneOf": [{"$ref": f"#/components/schemas/{k.__name__}"} for k in kinds]}
-            }
-        },
+        "content": {http.JSON: {"schema": {"oneOf": [http.schema_ref(kind) for kind in kinds]}}},
     }
     return responses
 

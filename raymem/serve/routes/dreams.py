@@ -6,11 +6,9 @@ No ``from __future__ import annotations``: FastAPI inside Serve then answers 422
 from fastapi import Request, Response
 
 from raymem.serve import http
-from raymem.serve.api import SCHEMA_TYPES, app
+from raymem.serve.api import app
 from raymem.serve.routes.base import IngressBase
 from raymem.types import DreamAdopted, DreamDiff, DreamList, DreamRequest, DreamStatus
-
-SCHEMA_TYPES.extend([DreamRequest, DreamStatus, DreamList, DreamDiff, DreamAdopted])
 
 DREAM = "/v1/profiles/{profile}/dreams/{dream_id}"
 

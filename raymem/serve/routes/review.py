@@ -6,11 +6,9 @@ No ``from __future__ import annotations``: FastAPI inside Serve then answers 422
 from fastapi import Query, Request, Response
 
 from raymem.serve import http
-from raymem.serve.api import SCHEMA_TYPES, app
+from raymem.serve.api import app
 from raymem.serve.routes.base import IngressBase
 from raymem.types import Proposal, ProposalList, ProposalState, ReviewMode, ReviewModeRequest
-
-SCHEMA_TYPES.extend([ReviewMode, ReviewModeRequest, Proposal, ProposalList])
 
 PROPOSAL = "/v1/profiles/{profile}/proposals/{proposal_id}"
 MAX_PROPOSALS = 1_000  # proposals one listing returns at most
