@@ -371,3 +371,19 @@ class ErasureIncomplete(RaymemError):
             f"{self.what} was erased from the profile, but older copies remain ({self.reason});"
             " retry the call to finish"
         )
+
+
+class ProfileUnavailable(RaymemError):
+    """The profile's file is on a node that is not in the cluster now, and without
+    object storage there is no other copy to open: it answers again once that node
+    is back. Never answered by opening a new, empty profile elsewhere."""
+
+    status = 503
+    code = "profile_unavailable"
+
+    def __init__(self, profile: str, reason: str) -> None:
+        Exception.__init__(self, profile, reason)  # args as given: it unpickles intact
+        self.profile, self.reason = profile, reason
+
+    def __str__(self) -> str:
+        return f"Profile {self.profile!r} is unavailable: {self.reason}"

@@ -43,8 +43,19 @@ when its holder is dead (``host_failed``, verified before anything moves).
 Leases are kept in the catalog's file, so a restarted catalog never hands out a
 profile that a live host still holds.
 
-Several nodes (issue 17): the catalog is cluster-wide, so every node lists the
-same profiles. Its own file lives on the node that runs it.
+Several nodes: the catalog runs on the head node (its file in the head's
+``data_dir``) and is cluster-wide, so every node lists the same profiles. Each
+node runs hosts (``raymem_profile_hosts`` of them where a node type declares that
+resource, else ``profiles.hosts_per_node`` or one per CPU); a host tells the catalog
+its disk (``layout.disk_id``) and the profile files already on it. The catalog
+records the disk each profile was last open on (its placement) and leases:
+
+- without object storage, only to a host on the profile's disk: a profile is
+  never split or opened empty elsewhere; while that node is gone it answers 503
+  ``profile_unavailable``;
+- with object storage, to a host on its disk when one is alive, else anywhere;
+  a host on another disk discards its own (older) copy and restores from object
+  storage before serving (``acquire`` answers ``restore``).
 """
 
 import asyncio
@@ -54,7 +65,7 @@ import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgspec
 import ray
@@ -62,8 +73,9 @@ from ray.exceptions import RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raymem import metrics
-from raymem.actors.layout import PROFILE_FILE, profile_path
+from raymem.actors.layout import local_profiles, on_this_node, profile_path
 from raymem.config import Settings
+from raymem.errors import ProfileUnavailable
 from raymem.export import ObjectStore
 from raymem.names import NAME
 from raymem.types import ProfileInfo
@@ -79,6 +91,17 @@ COUNTS_REPORT_DELAY_S = 2.0  # a live profile's counts are also read fresh for e
 LIVE_COUNTS_TIMEOUT_S = 2.0  # past this, a listing shows a live profile's reported counts
 DISCOVERY_CONCURRENCY = 4  # activations at once
 HOST_PING_TIMEOUT_S = 10.0  # a host that answers nothing this long is busy, not dead
+HOST_START_TIMEOUT_S = 30.0  # a lease waits this long for hosts to say where they are
+NODES_REFRESH_S = 5.0  # how often a lease looks for nodes that joined or left
+# A node type that declares this resource runs that many profile hosts; the hosts
+# request it, so the Ray autoscaler can add a node when more hosts are wanted.
+HOST_RESOURCE = "raymem_profile_hosts"
+HEAD_NODE = {"node:__internal_head__": 0.001}  # the catalog's place: the head node
+
+# What ``acquire`` tells a host: open the local file as it is, discard the local copy
+# and restore from object storage (the profile was last open on another disk), or
+# stay away (another host holds the lease).
+Grant = Literal["open", "restore", "refused"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS profiles (
@@ -97,13 +120,27 @@ CREATE TABLE IF NOT EXISTS leases (
     host TEXT NOT NULL,  -- the profile host allowed to open the profile
     PRIMARY KEY (tenant, profile)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS placements (
+    tenant TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    disk TEXT NOT NULL,  -- the data_dir (layout.disk_id) the profile was last open on
+    PRIMARY KEY (tenant, profile)
+) WITHOUT ROWID;
 """
 
 Key = tuple[str, str]  # (tenant, profile)
 
 
-def _open(data_dir: str) -> sqlite3.Connection:
-    path = Path(data_dir) / CATALOG_FILE
+class HostInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What a profile host tells the catalog as it starts."""
+
+    name: str
+    disk: str  # layout.disk_id of the data_dir it opens profiles in
+    local_profiles: list[tuple[str, str]]  # the profile files already on that disk
+
+
+def _open(settings: Settings) -> sqlite3.Connection:
+    path = Path(on_this_node(settings).data_dir) / CATALOG_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     # Autocommit; the actor's methods all run on its event loop thread, one at a time.
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -118,13 +155,18 @@ class ProfileCatalog:
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._db = _open(settings.data_dir)
+        self._db = _open(settings)
         self._profiles: dict[str, dict[str, ProfileInfo | None]] = {}  # tenant -> name -> counts
         self._live: dict[Key, ActorHandle] = {}
         self._discovery: asyncio.Future[None] | None = None
         self._learning: asyncio.Task[None] | None = None
         self._leases: dict[Key, str] = {}  # profile -> the host that may open it
+        self._placements: dict[Key, str] = {}  # profile -> the disk it was last open on
         self._hosts: dict[str, ActorHandle] = {}  # started or found, by name
+        self._host_disks: dict[str, asyncio.Future[str]] = {}  # as each host answers
+        self._host_nodes: dict[str, str] = {}  # host name -> Ray node id
+        self._nodes_seen_at = -NODES_REFRESH_S
+        self._object_storage = bool(settings.object_store.bucket)
         self._load()
 
     def _load(self) -> None:
@@ -140,6 +182,10 @@ class ProfileCatalog:
             self._profiles.setdefault(tenant, {})[profile] = counts
         for tenant, profile, host in self._db.execute("SELECT tenant, profile, host FROM leases"):
             self._leases[(tenant, profile)] = host
+        for tenant, profile, disk in self._db.execute(
+            "SELECT tenant, profile, disk FROM placements"
+        ):
+            self._placements[(tenant, profile)] = disk
 
     def _meta(self, key: str) -> bytes | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -158,12 +204,14 @@ class ProfileCatalog:
         """The app's settings, published as it starts; a new ``data_dir`` moves the catalog."""
         if settings.data_dir != self._settings.data_dir:
             self._db.close()
-            self._db = _open(settings.data_dir)
+            self._db = _open(settings)
             self._profiles, self._live, self._discovery, self._leases = {}, {}, None, {}
+            self._placements = {}
             self._load()
         self._settings = settings
+        self._object_storage = bool(settings.object_store.bucket)
         self._set_meta("settings", msgspec.json.encode(settings))
-        self._start_hosts()  # warm before the first profile wakes
+        await self._refresh_hosts(now=True)  # warm before the first profile wakes
 
     async def settings(self) -> Settings | None:
         """What the app published; None if no app has published here."""
@@ -203,6 +251,7 @@ class ProfileCatalog:
         self._profiles.get(tenant, {}).pop(profile, None)
         self._db.execute("DELETE FROM profiles WHERE tenant = ? AND profile = ?", (tenant, profile))
         self._set_lease((tenant, profile), None)
+        self._set_placement((tenant, profile), None)
         self._record_profiles()
 
     def _record_profiles(self) -> None:
@@ -225,27 +274,71 @@ class ProfileCatalog:
                 (*key, host),
             )
 
-    def _start_hosts(self) -> None:
-        """Start (or find) this node's profile hosts, named by node and index."""
-        node = ray.get_runtime_context().get_node_id()
-        count = self._settings.profiles.hosts_per_node or _node_cpus(node)
-        for index in range(count):
-            name = f"raymem-host-{node[:12]}-{index}"
-            if name in self._hosts:
-                continue
-            # Imported here: the host's own modules import this one.
-            from raymem.actors.host import RemoteProfileHost
+    def _set_placement(self, key: Key, disk: str | None) -> None:
+        if disk is None:
+            self._placements.pop(key, None)
+            self._db.execute("DELETE FROM placements WHERE tenant = ? AND profile = ?", key)
+        elif self._placements.get(key) != disk:
+            self._placements[key] = disk
+            self._db.execute(
+                "INSERT INTO placements (tenant, profile, disk) VALUES (?, ?, ?)"
+                " ON CONFLICT (tenant, profile) DO UPDATE SET disk = excluded.disk",
+                (*key, disk),
+            )
 
-            self._hosts[name] = RemoteProfileHost.options(
-                name=name,
-                namespace=self._settings.namespace,
-                get_if_exists=True,
-                lifetime="detached",
-                num_cpus=0,
-                max_restarts=0,  # a dead host's profiles move to another; it is started anew
-                max_concurrency=1000,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
-            ).remote(name, self._settings, count)
+    async def _refresh_hosts(self, *, now: bool = False) -> None:
+        """Start (or find) the profile hosts of every node, drop those of nodes gone, and
+        wait until each host has said which disk it opens profiles on.
+
+        Looks at the nodes at most every ``NODES_REFRESH_S`` unless ``now``."""
+        loop = asyncio.get_running_loop()
+        if now or loop.time() - self._nodes_seen_at >= NODES_REFRESH_S:
+            self._nodes_seen_at = loop.time()
+            nodes = _profile_nodes(self._settings)
+            for name, node in list(self._host_nodes.items()):
+                if node not in nodes:
+                    self._drop_host(name)
+            for node, (count, declared) in nodes.items():
+                for index in range(count):
+                    self._start_host(f"raymem-host-{node[:12]}-{index}", node, count, declared)
+        describing = [future for future in self._host_disks.values() if not future.done()]
+        if describing:  # a host still starting (a loaded node, a node just added)
+            await asyncio.wait(describing, timeout=HOST_START_TIMEOUT_S)
+
+    def _start_host(self, name: str, node: str, count: int, declared: bool) -> None:
+        if name in self._hosts:
+            return
+        # Imported here: the host's own modules import this one.
+        from raymem.actors.host import RemoteProfileHost
+
+        self._hosts[name] = RemoteProfileHost.options(
+            name=name,
+            namespace=self._settings.namespace,
+            get_if_exists=True,
+            lifetime="detached",
+            num_cpus=0,
+            resources={HOST_RESOURCE: 1} if declared else None,
+            max_restarts=0,  # a dead host's profiles move to another; it is started anew
+            max_concurrency=1000,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+        ).remote(name, self._settings, count)
+        self._host_nodes[name] = node
+        self._host_disks[name] = asyncio.ensure_future(self._describe(name))
+
+    async def _describe(self, name: str) -> str:
+        """The host's disk; the profile files on it join the catalog, placed there."""
+        try:
+            info = await self._hosts[name].describe.remote()
+        except RayActorError:
+            self._drop_host(name)
+            return ""  # no disk: never a candidate
+        assert isinstance(info, HostInfo)
+        found = {(tenant, profile) for tenant, profile in info.local_profiles}
+        self._add_found(found)
+        for key in found:
+            if key not in self._placements:
+                self._set_placement(key, info.disk)
+        return info.disk
 
     def _host(self, name: str) -> ActorHandle | None:
         """A host by name: started by this catalog, or found alive (after a restart)."""
@@ -254,10 +347,25 @@ class ProfileCatalog:
                 self._hosts[name] = ray.get_actor(name, namespace=self._settings.namespace)
             except ValueError:
                 return None
+            self._host_disks[name] = asyncio.ensure_future(self._describe(name))
         return self._hosts[name]
 
+    def _disks(self) -> dict[str, str]:
+        """The disk of each host that has said which."""
+        return {
+            name: future.result()
+            for name, future in self._host_disks.items()
+            if future.done() and not future.cancelled() and future.exception() is None
+            if future.result()
+        }
+
     async def lease(self, tenant: str, profile: str) -> tuple[str, ActorHandle]:
-        """The host that serves the profile: its lease holder, or the least busy host."""
+        """The host that serves the profile: its lease holder, or the least busy host
+        where the profile may open (see the module's docstring).
+
+        Raises:
+            ProfileUnavailable: without object storage, no host runs on the profile's disk.
+        """
         key = (tenant, profile)
         holder = self._leases.get(key)
         if holder is not None:
@@ -265,9 +373,22 @@ class ProfileCatalog:
             if handle is not None:
                 return holder, handle
             self._drop_host(holder)  # gone while the catalog was down
-        self._start_hosts()
+        await self._refresh_hosts()
+        disks = self._disks()
+        placed = self._placements.get(key)
+        candidates = [name for name, disk in disks.items() if disk == placed]
+        if not candidates:
+            if placed is not None and not self._object_storage:
+                raise ProfileUnavailable(
+                    profile,
+                    "its file is on a node that is not in the cluster now (without object"
+                    " storage it opens nowhere else); it answers once that node is back",
+                )
+            candidates = list(disks)
+        if not candidates:
+            raise ProfileUnavailable(profile, "no profile host is running yet; retry")
         open_per_host = collections.Counter(self._leases.values())
-        name = min(self._hosts, key=lambda host: open_per_host[host])
+        name = min(candidates, key=lambda host: open_per_host[host])
         self._set_lease(key, name)
         return name, self._hosts[name]
 
@@ -281,13 +402,24 @@ class ProfileCatalog:
         handle = None if name is None else self._host(name)
         return None if name is None or handle is None else (name, handle)
 
-    async def acquire(self, tenant: str, profile: str, host: str) -> bool:
-        """Whether ``host`` may open the profile: it holds the lease, or now takes it."""
-        holder = self._leases.get((tenant, profile))
-        if holder is None:
-            self._set_lease((tenant, profile), host)
-            return True
-        return holder == host
+    async def acquire(self, tenant: str, profile: str, host: str, disk: str) -> Grant:
+        """Whether ``host`` (opening profiles on ``disk``) may open the profile, and whether
+        it must restore it from object storage first.
+
+        ``refused`` when another host holds the lease, or when without object storage the
+        profile's file is on another disk; ``restore`` when it was last open on another
+        disk, so the copy on this one (if any) is older than object storage's.
+        """
+        key = (tenant, profile)
+        holder = self._leases.get(key)
+        placed = self._placements.get(key)
+        if holder not in (None, host):
+            return "refused"
+        if placed not in (None, disk) and not self._object_storage:
+            return "refused"
+        self._set_lease(key, host)
+        self._set_placement(key, disk)
+        return "open" if placed in (None, disk) else "restore"
 
     async def release(self, tenant: str, profile: str, host: str) -> None:
         """``host`` has closed the profile."""
@@ -310,6 +442,8 @@ class ProfileCatalog:
     def _drop_host(self, name: str) -> None:
         log.warning("profile host %s is gone: its profiles may open elsewhere", name)
         self._hosts.pop(name, None)
+        self._host_nodes.pop(name, None)
+        self._host_disks.pop(name, None)
         for key in [key for key, host in self._leases.items() if host == name]:
             self._set_lease(key, None)
 
@@ -319,7 +453,7 @@ class ProfileCatalog:
         await self._discovered()
         if profile in self._profiles.get(tenant, {}):
             return True
-        if profile_path(self._settings, tenant, profile).exists():
+        if profile_path(on_this_node(self._settings), tenant, profile).exists():
             # A file put under data_dir behind the service's back (a copied backup, a
             # benchmark's): known from now on; its actor reports counts as it opens.
             self._add_found({(tenant, profile)})
@@ -362,7 +496,8 @@ class ProfileCatalog:
 
     async def _discover(self) -> None:
         if self._meta("discovered_at") is None:
-            found = self._local_profiles() | await self._stored_profiles()
+            # Files on other nodes join as their hosts describe themselves.
+            found = local_profiles(on_this_node(self._settings)) | await self._stored_profiles()
             self._add_found(found)
             self._set_meta("discovered_at", str(time.time()).encode())
             log.info("catalog: found %d existing profiles", len(found))
@@ -382,14 +517,6 @@ class ProfileCatalog:
         self._db.executemany(
             "INSERT OR IGNORE INTO profiles (tenant, profile) VALUES (?, ?)", sorted(found)
         )
-
-    def _local_profiles(self) -> set[Key]:
-        found = set()
-        for db in Path(self._settings.data_dir).glob(f"*/*/{PROFILE_FILE}"):
-            tenant, profile = db.parent.parent.name, db.parent.name
-            if NAME.fullmatch(tenant) and NAME.fullmatch(profile):
-                found.add((tenant, profile))
-        return found
 
     async def _stored_profiles(self) -> set[Key]:
         """Profiles with objects under ``<prefix>/<tenant>/<profile>/`` in object storage."""
@@ -432,12 +559,26 @@ class ProfileCatalog:
         await asyncio.gather(*(learn(tenant, profile) for tenant, profile in profiles))
 
 
-def _node_cpus(node: str) -> int:
-    """The CPUs Ray counts on a node (one host per core by default)."""
-    for info in ray.nodes():  # type: ignore[no-untyped-call]  # unannotated in Ray
-        if info["NodeID"] == node:
-            return max(1, int(info["Resources"].get("CPU", 1)))
-    return 1
+def _profile_nodes(settings: Settings) -> dict[str, tuple[int, bool]]:
+    """The alive nodes that run profile hosts: node id -> (hosts, whether the node
+    declares ``HOST_RESOURCE``).
+
+    Where some node type declares ``HOST_RESOURCE``, those nodes only, as many hosts as
+    declared; otherwise every node, ``profiles.hosts_per_node`` or one per CPU.
+    """
+    nodes = [info for info in ray.nodes() if info["Alive"]]  # type: ignore[no-untyped-call]
+    declared = {
+        info["NodeID"]: (int(info["Resources"][HOST_RESOURCE]), True)
+        for info in nodes
+        if info["Resources"].get(HOST_RESOURCE, 0) >= 1
+    }
+    if declared:
+        return declared
+    per_node = settings.profiles.hosts_per_node
+    return {
+        info["NodeID"]: (per_node or max(1, int(info["Resources"].get("CPU", 1))), False)
+        for info in nodes
+    }
 
 
 RemoteProfileCatalog = ray.remote(ProfileCatalog)
@@ -458,6 +599,7 @@ class CatalogClient:
                 get_if_exists=True,
                 lifetime="detached",
                 num_cpus=0,
+                resources=HEAD_NODE,  # its file stays where the cluster stays
                 max_restarts=0,  # a dead catalog is created anew by its next caller
                 max_concurrency=1000,
             ).remote(self._settings)
@@ -509,8 +651,12 @@ class CatalogClient:
         hosts = await self._call(list, lambda catalog: catalog.hosts.remote())
         return [(str(name), handle) for name, handle in hosts]
 
-    async def acquire(self, tenant: str, profile: str, host: str) -> bool:
-        return await self._call(bool, lambda catalog: catalog.acquire.remote(tenant, profile, host))
+    async def acquire(self, tenant: str, profile: str, host: str, disk: str) -> Grant:
+        grant = await self._call(
+            str, lambda catalog: catalog.acquire.remote(tenant, profile, host, disk)
+        )
+        assert grant in ("open", "restore", "refused")
+        return grant  # type: ignore[return-value]  # checked just above
 
     async def release(self, tenant: str, profile: str, host: str) -> None:
         await self._call(type(None), lambda catalog: catalog.release.remote(tenant, profile, host))

@@ -38,7 +38,8 @@ from typing import Any
 import msgspec
 import ray
 
-from raymem.actors.catalog import CatalogClient
+from raymem.actors.catalog import CatalogClient, HostInfo
+from raymem.actors.layout import disk_id, local_profiles, on_this_node, remove_local_copy
 from raymem.actors.profile import ProfileActor
 from raymem.actors.profile.base import ProfileBase
 from raymem.config import ProfileSettings, Settings
@@ -135,6 +136,8 @@ class ProfileHost:
 
     def __init__(self, name: str, settings: Settings, hosts_on_node: int) -> None:
         self.name = name
+        self.settings = on_this_node(settings)
+        self.disk = disk_id(self.settings)
         self.profiles = settings.profiles
         self.max_live = live_bound(self.profiles, hosts_on_node, *node_memory())
         self._catalog = CatalogClient(settings)
@@ -190,8 +193,12 @@ class ProfileHost:
         if releasing is not None:  # the previous opening gives its lease back first
             await releasing
         tenant, profile = key
-        if not await self._catalog.acquire(tenant, profile, self.name):
+        settings = on_this_node(settings)
+        grant = await self._catalog.acquire(tenant, profile, self.name, self.disk)
+        if grant == "refused":
             raise ProfileMoved(profile, self.name)
+        if grant == "restore" and remove_local_copy(settings, tenant, profile):
+            log.info("host %s: %s/%s moved here; its older copy is restored", self.name, *key)
         self._make_room(key)
         return _Opened(ProfileActor(tenant, profile, settings, self))
 
@@ -314,6 +321,11 @@ class ProfileHost:
 
     async def ping(self) -> str:
         return self.name
+
+    async def describe(self) -> HostInfo:
+        """This host's disk and the profile files on it (the catalog asks as it starts)."""
+        found = await asyncio.to_thread(local_profiles, self.settings)
+        return HostInfo(name=self.name, disk=self.disk, local_profiles=sorted(found))
 
 
 RemoteProfileHost = ray.remote(ProfileHost)
