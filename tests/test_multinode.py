@@ -40,6 +40,19 @@ HEALTH_CHECKS = {
     "health_check_failure_threshold": 5,
 }
 START_TIMEOUT_S = 300  # three raylets, Serve and the model on a loaded 2-core machine
+# Writes that say different things, so none is reconciled away as a duplicate of another.
+FACTS = [
+    "the staging database runs on port 6543",
+    "Priya reviews every pull request on Tuesdays",
+    "the office plants are watered on Fridays",
+    "invoices go out on the first working day",
+    "the cat is called Miso",
+    "the VPN certificate expires in March",
+    "lunch is ordered from the Thai place on Mondays",
+    "the guitar needs new strings",
+    "the marathon training plan starts in June",
+    "the garage door code was changed last week",
+]
 
 
 def _node_args(disk: Path) -> dict[str, Any]:
@@ -71,7 +84,10 @@ def _deployable_config(tmp: Path, port: int, toml: Path) -> Path:
 
 
 class MultiNode:
-    def __init__(self, tmp: Path) -> None:
+    """A head (disk a) and two workers (disks b, c) running the app; ``settings`` is TOML
+    added to the app's configuration; ``head_hosts``: whether the head hosts profiles."""
+
+    def __init__(self, tmp: Path, settings: str = "", *, head_hosts: bool = True) -> None:
         self.disks = {name: tmp / f"disk-{name}" for name in ("a", "b", "c")}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -80,7 +96,8 @@ class MultiNode:
             head_node_args={
                 "num_cpus": 2,
                 "include_dashboard": False,
-                "resources": {HOST_RESOURCE: 1},
+                # where some node declares the resource, only such nodes host profiles
+                "resources": {HOST_RESOURCE: 1} if head_hosts else {},
                 "env_vars": {NODE_DATA_DIR_ENV: str(self.disks["a"])},
                 "_system_config": HEALTH_CHECKS,
                 **NODE_MEMORY,
@@ -94,7 +111,7 @@ class MultiNode:
         toml.write_text(
             f'data_dir = "{self.disks["a"]}"\n'
             "[profiles]\nidle_timeout_s = 600\n"
-            "[models]\nnum_gpus = 0\n"
+            "[models]\nnum_gpus = 0\n" + settings
         )
         config = _deployable_config(tmp, self.port, toml)
         env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
