@@ -40,19 +40,6 @@ HEALTH_CHECKS = {
     "health_check_failure_threshold": 5,
 }
 START_TIMEOUT_S = 300  # three raylets, Serve and the model on a loaded 2-core machine
-# Writes that say different things, so none is reconciled away as a duplicate of another.
-FACTS = [
-    "the staging database runs on port 6543",
-    "Priya reviews every pull request on Tuesdays",
-    "the office plants are watered on Fridays",
-    "invoices go out on the first working day",
-    "the cat is called Miso",
-    "the VPN certificate expires in March",
-    "lunch is ordered from the Thai place on Mondays",
-    "the guitar needs new strings",
-    "the marathon training plan starts in June",
-    "the garage door code was changed last week",
-]
 
 
 def _node_args(disk: Path) -> dict[str, Any]:

@@ -13,7 +13,21 @@ import httpx
 import pytest
 from conftest import wait_until
 from s3_fixtures import make_bucket
-from test_multinode import FACTS, START_TIMEOUT_S, MultiNode, _contents, _node_args, _remember
+from test_multinode import START_TIMEOUT_S, MultiNode, _contents, _node_args, _remember
+
+# Writes that say different things, so none is reconciled away as a duplicate of another.
+FACTS = [
+    "the staging database runs on port 6543",
+    "Priya reviews every pull request on Tuesdays",
+    "the office plants are watered on Fridays",
+    "invoices go out on the first working day",
+    "the cat is called Miso",
+    "the VPN certificate expires in March",
+    "lunch is ordered from the Thai place on Mondays",
+    "the guitar needs new strings",
+    "the marathon training plan starts in June",
+    "the garage door code was changed last week",
+]
 
 
 @pytest.fixture(scope="module")
