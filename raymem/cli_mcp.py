@@ -23,6 +23,7 @@ from raymem.errors import InvalidRequest, RaymemError
 from raymem.types import (
     NAME_PATTERN,
     IngestResult,
+    MemoryErasure,
     MemoryPage,
     MemoryType,
     MemoryWithHistory,
@@ -32,9 +33,11 @@ from raymem.types import (
     SessionEnded,
     StoredMessage,
 )
+from raymem.types_context import Block, BlockList, BlockWrite, ContextResult
+from raymem.types_procedural import ActionIn, CaptureResult, Injection
 
 if TYPE_CHECKING:  # the MCP SDK loads only when `raymem mcp` runs, not for every command
-    from raymem.serve.mcp_tools import MemoryTypes, Turns
+    from raymem.serve.mcp_tools import ActionReport, Ids, MemoryTypes, Turns
 
 
 T = TypeVar("T")
@@ -167,6 +170,62 @@ class ClientMemoryOps:
 
     async def end(self, profile: str, session_id: str) -> SessionEnded:
         return await self._send(self._session(profile, session_id).end())
+
+    async def erase(self, profile: str, memory_id: str) -> MemoryErasure:
+        return await self._send(self._profile(profile).erase(_segment(memory_id, "memory id")))
+
+    async def context(
+        self,
+        profile: str,
+        query: str,
+        *,
+        session_id: str | None,
+        budget_tokens: int | None,
+        as_of: datetime | None,
+    ) -> ContextResult:
+        target = self._profile(profile)
+        return await self._send(
+            target.context(query, session_id=session_id, budget_tokens=budget_tokens, as_of=as_of)
+        )
+
+    async def blocks(self, profile: str) -> BlockList:
+        return await self._send(self._profile(profile).blocks())
+
+    async def block_add(self, profile: str, block: str, content: str) -> BlockWrite:
+        target = self._profile(profile)
+        return await self._send(target.add_block_entry(_segment(block, "block name"), content))
+
+    async def block_replace(self, profile: str, block: str, old: str, new: str) -> BlockWrite:
+        target = self._profile(profile)
+        name = _segment(block, "block name")
+        return await self._send(target.replace_block_entry(name, old=old, new=new))
+
+    async def block_remove(self, profile: str, block: str, content: str) -> Block:
+        target = self._profile(profile)
+        return await self._send(target.remove_block_entry(_segment(block, "block name"), content))
+
+    async def record_action(self, profile: str, action: ActionReport) -> CaptureResult:
+        procedural = self._profile(profile).procedural
+        return await self._send(procedural.capture([ActionIn(**action)]))
+
+    async def advise(
+        self,
+        profile: str,
+        *,
+        action_type: str,
+        target_type: str,
+        target_ids: Ids,
+        session_id: str | None,
+    ) -> Injection:
+        procedural = self._profile(profile).procedural
+        return await self._send(
+            procedural.inject(
+                action_type=action_type,
+                target_type=target_type,
+                target_ids=target_ids,
+                session_id=session_id,
+            )
+        )
 
 
 async def serve_stdio(url: str, token: str | None) -> None:

@@ -9,6 +9,7 @@ import contextlib
 import os
 import sys
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -29,8 +30,17 @@ TOOLS = {
     "session_append",
     "session_last",
     "session_end",
+    "erase",
+    "context",
+    "blocks",
+    "block_add",
+    "block_replace",
+    "block_remove",
+    "action_record",
+    "action_advice",
 }
-READ_ONLY_TOOLS = {"recall", "list", "get", "session_last"}
+READ_ONLY_TOOLS = {"recall", "list", "get", "session_last", "context", "blocks"}
+DESTRUCTIVE_TOOLS = {"forget", "erase", "block_replace", "block_remove"}
 TIMEOUT_S = 120  # generous: the box running the suite may be loaded many times over
 
 
@@ -89,7 +99,8 @@ async def test_tools_are_listed_with_descriptions_for_a_model(serve_app):
     by_name = {tool.name: tool for tool in tools}
     assert "query" in by_name["recall"].input_schema["required"]
     assert "content" in by_name["remember"].input_schema["required"]
-    assert by_name["forget"].annotations.destructive_hint is True  # type: ignore[union-attr]
+    destructive = {name for name, tool in by_name.items() if tool.annotations.destructive_hint}  # type: ignore[union-attr]
+    assert destructive == DESTRUCTIVE_TOOLS
 
 
 @pytest.mark.parametrize("transport", ["http", "stdio"])
@@ -265,3 +276,184 @@ async def test_stdio_reports_an_unreachable_server(profile_name):
     async with over_stdio(f"http://127.0.0.1:{free_port()}", ALICE) as client:
         message = await error_of(client, "recall", profile=profile_name, query="anything")
     assert "Cannot reach the raymem server at http://127.0.0.1:" in message
+
+
+def rest(url: str, key: str) -> httpx.Client:
+    """The REST API of the same app and key, to see what the tools did."""
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=TIMEOUT_S)
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_core_blocks_and_context(keyed_app, profile_name, transport):
+    async with connect(transport, keyed_app, ALICE) as client:
+        fact = await call(
+            client, "remember", profile=profile_name, content="We deploy to Fly.io, region fra."
+        )
+        added = await call(
+            client, "block_add", profile=profile_name, block="user", content="Name: Dana."
+        )
+        assert added["block"]["entries"] == ["Name: Dana."] and added["duplicate"] is False
+        again = await call(
+            client, "block_add", profile=profile_name, block="user", content="name:  dana."
+        )
+        assert again["duplicate"] is True and again["block"]["entries"] == ["Name: Dana."]
+        too_big = await error_of(
+            client, "block_add", profile=profile_name, block="user", content="x" * 2_000
+        )
+        assert "block_full" in too_big
+
+        with rest(keyed_app, ALICE) as http:  # written through MCP, seen through HTTP
+            blocks = http.get(f"/v1/profiles/{profile_name}/blocks").json()["blocks"]
+        assert {b["name"]: b["entries"] for b in blocks}["user"] == ["Name: Dana."]
+        listed = await call(client, "blocks", profile=profile_name)
+        assert {b["name"] for b in listed["blocks"]} >= {"user", "project"}
+
+        context = await call(
+            client, "context", profile=profile_name, query="Where do we deploy?", budget_tokens=500
+        )
+        assert "Name: Dana." in context["text"] and "Fly.io" in context["text"]
+        assert len(context["text"]) <= context["budget_chars"] == 2_000
+        assert f"mem_{fact['id']}" in context["sections"]["memories"]
+        assert context["sections"]["core"]
+
+        await call(
+            client,
+            "block_replace",
+            profile=profile_name,
+            block="user",
+            old="Name: Dana.",
+            new="Name: Dana K.",
+        )
+        with rest(keyed_app, ALICE) as http:
+            blocks = http.get(f"/v1/profiles/{profile_name}/blocks").json()["blocks"]
+        assert {b["name"]: b["entries"] for b in blocks}["user"] == ["Name: Dana K."]
+        left = await call(
+            client, "block_remove", profile=profile_name, block="user", content="Name: Dana K."
+        )
+        assert left["entries"] == []
+        missing = await error_of(
+            client, "block_remove", profile=profile_name, block="user", content="Nothing."
+        )
+        assert "No entry of block 'user' reads 'Nothing.'" in missing
+        assert "entry_not_found" in missing
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_erase_removes_the_text(keyed_app, profile_name, transport):
+    async with connect(transport, keyed_app, ALICE) as client:
+        secret = await call(
+            client, "remember", profile=profile_name, content="My locker code is 4711."
+        )
+        erased = await call(client, "erase", profile=profile_name, memory_id=secret["id"])
+        assert erased["memory_id"] == secret["id"] and secret["id"] in erased["erased_memory_ids"]
+        gone = await error_of(client, "get", profile=profile_name, memory_id=secret["id"])
+        assert "memory_erased" in gone
+    with rest(keyed_app, ALICE) as http:
+        got = http.get(f"/v1/profiles/{profile_name}/memories/{secret['id']}")
+    assert got.status_code == 410
+
+
+def actions(session: str, start: datetime) -> list[dict[str, Any]]:
+    """update_node fails until create_node ran: the steps of one session, a second apart."""
+    steps = [
+        ("update_node", "failure", "NodeNotFoundError"),
+        ("create_node", "success", None),
+        ("update_node", "success", None),
+    ]
+    return [
+        {
+            "session_id": session,
+            "action_type": action_type,
+            "target_type": "node",
+            "target_ids": [f"n-{session}"],
+            "outcome": outcome,
+            **({"error_code": error_code} if error_code else {}),
+            "at": (start + timedelta(seconds=index)).isoformat(),
+        }
+        for index, (action_type, outcome, error_code) in enumerate(steps)
+    ]
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_actions_are_recorded_and_advice_comes_from_their_patterns(
+    keyed_app, profile_name, transport
+):
+    base = f"/v1/profiles/{profile_name}"
+    async with connect(transport, keyed_app, ALICE) as client:
+        first = {
+            "session_id": "s0",
+            "action_type": "update_node",
+            "target_type": "node",
+            "target_ids": ["n-s0"],
+            "outcome": "failure",
+            "error_code": "NodeNotFoundError",
+            "intent": "rename a node",
+            "id": "s0-update-1",
+        }
+        off = await call(client, "action_record", profile=profile_name, **first)
+        assert (off["stored"], off["ignored"]) == (0, 1)  # procedural memory is off by default
+
+        with rest(keyed_app, ALICE) as http:
+            enabled = http.put(f"{base}/procedural", json={"enabled": True})
+            assert enabled.status_code == 200, enabled.text
+        recorded = await call(client, "action_record", profile=profile_name, **first)
+        assert (recorded["stored"], recorded["ignored"]) == (1, 0)
+        resent = await call(client, "action_record", profile=profile_name, **first)
+        assert (resent["stored"], resent["duplicates"], resent["ids"]) == (0, 1, ["s0-update-1"])
+        start = datetime.now(UTC)  # after the recorded action, stamped with the server's clock
+
+        with rest(keyed_app, ALICE) as http:  # recorded through MCP, seen through HTTP
+            [seen] = http.get(f"{base}/actions").json()["actions"]
+            assert (seen["action_type"], seen["error_code"], seen["intent"]) == (
+                "update_node",
+                "NodeNotFoundError",
+                "rename a node",
+            )
+            # Five more such sessions, and s0's remaining steps, then the passes.
+            more = actions("s0", start + timedelta(seconds=10))[1:]
+            for number in range(1, 6):
+                more += actions(f"s{number}", start + timedelta(minutes=number))
+            captured = http.post(f"{base}/actions", json={"actions": more})
+            assert captured.json()["stored"] == len(more), captured.text
+            later = (start + timedelta(hours=1)).isoformat()
+            passes = http.post(f"{base}/procedural/evaluate", json={"now": later}).json()
+            assert passes["patterns"]["promoted"] == 1, passes
+
+        advice = await call(
+            client,
+            "action_advice",
+            profile=profile_name,
+            action_type="update_node",
+            target_type="node",
+            target_ids=["n-new"],
+            session_id="s9",
+        )
+        assert "run create_node first" in advice["text"]
+        assert advice["patterns"][0]["error_code"] == "NodeNotFoundError"
+        nothing = await call(
+            client, "action_advice", profile=profile_name, action_type="delete", target_type="x"
+        )
+        assert nothing == {"text": "", "patterns": []}
+
+
+async def test_a_read_only_key_reads_context_and_advice_but_writes_nothing(keyed_app, profile_name):
+    async with over_http(keyed_app, ALICE) as alice:
+        await call(alice, "block_add", profile=profile_name, block="project", content="Use uv.")
+    async with over_http(keyed_app, ALICE_READ_ONLY) as read_only:
+        context = await call(read_only, "context", profile=profile_name, query="tooling")
+        assert "Use uv." in context["text"]
+        for tool, arguments in [
+            ("block_add", {"block": "project", "content": "Use pip."}),
+            ("block_remove", {"block": "project", "content": "Use uv."}),
+            ("action_record", {**RECORD, "session_id": "s1"}),
+            ("action_advice", {"action_type": "a", "target_type": "b", "session_id": "s1"}),
+        ]:
+            refused = await error_of(read_only, tool, profile=profile_name, **arguments)
+            assert "read-only (forbidden)" in refused, tool
+        advice = await call(
+            read_only, "action_advice", profile=profile_name, action_type="a", target_type="b"
+        )
+        assert advice["text"] == ""
+
+
+RECORD = {"action_type": "run_tests", "target_type": "suite", "outcome": "success"}

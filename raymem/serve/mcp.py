@@ -28,13 +28,21 @@ from raymem.errors import InvalidRequest, RaymemError
 from raymem.names import validate_name
 from raymem.serve import http
 from raymem.serve.auth import Principal
-from raymem.serve.mcp_tools import MemoryOps, MemoryTypes, Turns, build_mcp_server
+from raymem.serve.mcp_tools import (
+    ActionReport,
+    Ids,
+    MemoryOps,
+    MemoryTypes,
+    Turns,
+    build_mcp_server,
+)
 from raymem.serve.routes.base import IngressBase
 from raymem.serve.routes.memories import CURSOR
 from raymem.types import (
     AppendRequest,
     IngestRequest,
     IngestResult,
+    MemoryErasure,
     MemoryPage,
     MemoryType,
     MemoryWithHistory,
@@ -46,6 +54,16 @@ from raymem.types import (
     SessionEnded,
     StoredMessage,
 )
+from raymem.types_context import (
+    Block,
+    BlockList,
+    BlockWrite,
+    ContextRequest,
+    ContextResult,
+    EntryReplaceRequest,
+    EntryRequest,
+)
+from raymem.types_procedural import CaptureRequest, CaptureResult, Injection, InjectRequest
 
 T = TypeVar("T")
 IngressGetter = Callable[[], IngressBase]  # the replica's ingress, at request time
@@ -192,6 +210,86 @@ class IngressMemoryOps:
         validate_name(session_id, "session")
         async with self._calls(profile, write=True) as calls:
             return await calls.end_session(session_id)
+
+    async def erase(self, profile: str, memory_id: str) -> MemoryErasure:
+        async with self._calls(profile, write=True) as calls:
+            return await calls.erase_memory(memory_id)
+
+    async def context(
+        self,
+        profile: str,
+        query: str,
+        *,
+        session_id: str | None,
+        budget_tokens: int | None,
+        as_of: datetime | None,
+    ) -> ContextResult:
+        fields = {
+            "query": query,
+            "session_id": session_id,
+            "budget_tokens": budget_tokens,
+            "as_of": as_of,
+        }
+        body = _request(ContextRequest, fields)
+        if len(body.query) > self._limits.max_query_chars:
+            raise InvalidRequest(
+                f"Query of {len(body.query)} characters exceeds the limit of"
+                f" {self._limits.max_query_chars} - at `$.query`"
+            )
+        http.check_time(body.as_of, "$.as_of")
+        async with self._calls(profile, write=False) as calls:
+            return await calls.context(body)
+
+    async def blocks(self, profile: str) -> BlockList:
+        async with self._calls(profile, write=False) as calls:
+            return await calls.list_blocks()
+
+    async def block_add(self, profile: str, block: str, content: str) -> BlockWrite:
+        validate_name(block, "block")
+        body = _request(EntryRequest, {"content": content})
+        http.check_content(body.content, self._limits)
+        async with self._calls(profile, write=True) as calls:
+            return await calls.add_block_entry(block, body.content)
+
+    async def block_replace(self, profile: str, block: str, old: str, new: str) -> BlockWrite:
+        validate_name(block, "block")
+        body = _request(EntryReplaceRequest, {"old": old, "new": new})
+        http.check_content(body.old, self._limits, "$.old")
+        http.check_content(body.new, self._limits, "$.new")
+        async with self._calls(profile, write=True) as calls:
+            return await calls.replace_block_entry(block, body.old, body.new)
+
+    async def block_remove(self, profile: str, block: str, content: str) -> Block:
+        validate_name(block, "block")
+        body = _request(EntryRequest, {"content": content})
+        http.check_content(body.content, self._limits)
+        async with self._calls(profile, write=True) as calls:
+            return await calls.remove_block_entry(block, body.content)
+
+    async def record_action(self, profile: str, action: ActionReport) -> CaptureResult:
+        body = _request(CaptureRequest, {"actions": [dict(action)]})
+        async with self._calls(profile, write=True) as calls:
+            return await calls.capture_actions(body)
+
+    async def advise(
+        self,
+        profile: str,
+        *,
+        action_type: str,
+        target_type: str,
+        target_ids: Ids,
+        session_id: str | None,
+    ) -> Injection:
+        fields = {
+            "action_type": action_type,
+            "target_type": target_type,
+            "target_ids": target_ids,
+            "session_id": session_id,
+        }
+        body = _request(InjectRequest, fields)
+        # A session records the advice given: a write, as for the HTTP route.
+        async with self._calls(profile, write=session_id is not None) as calls:
+            return await calls.inject(body)
 
 
 def _ops_for(ctx: Context) -> MemoryOps:
