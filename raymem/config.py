@@ -71,6 +71,14 @@ class ProfileSettings(Section, frozen=True):
     # Profile hosts per node: each is one process (one core's worth of recall) holding
     # many open profiles. 0: one per CPU Ray counts on the node.
     hosts_per_node: int = 0
+    # Hosts on demand (for an autoscaling cluster): 0 keeps the hosts per node above. N > 0:
+    # between min_hosts and N hosts, each requesting one raymem_profile_hosts resource
+    # wherever Ray places it; one more is started when every host is full (a new node when
+    # the cluster has no room: the autoscaler's cue), and a host beyond min_hosts that has
+    # held no profile for host_idle_s exits, so an idle node can be removed.
+    max_hosts: int = 0
+    min_hosts: int = 1
+    host_idle_s: float = 300.0
     retention_days: float = 90.0  # raw turns older than this are purged; 0 keeps them forever
     retention_check_s: float = 3600.0
 

@@ -1,8 +1,7 @@
 """The deployment manifests in cluster/ are valid for the tools that read them."""
 
-from pathlib import Path
-
 import json
+from pathlib import Path
 
 import yaml
 from ray.serve.schema import ServeDeploySchema

@@ -63,6 +63,7 @@ import collections
 import logging
 import sqlite3
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -135,7 +136,9 @@ class HostInfo(msgspec.Struct, frozen=True, kw_only=True):
     """What a profile host tells the catalog as it starts."""
 
     name: str
+    node: str  # the Ray node it runs on
     disk: str  # layout.disk_id of the data_dir it opens profiles in
+    max_live: int  # the open profiles it holds before hibernating the least recently used
     local_profiles: list[tuple[str, str]]  # the profile files already on that disk
 
 
@@ -165,6 +168,7 @@ class ProfileCatalog:
         self._hosts: dict[str, ActorHandle] = {}  # started or found, by name
         self._host_disks: dict[str, asyncio.Future[str]] = {}  # as each host answers
         self._host_nodes: dict[str, str] = {}  # host name -> Ray node id
+        self._host_bounds: dict[str, int] = {}  # host name -> its max_live
         self._nodes_seen_at = -NODES_REFRESH_S
         self._object_storage = bool(settings.object_store.bucket)
         self._load()
@@ -292,38 +296,92 @@ class ProfileCatalog:
 
         Looks at the nodes at most every ``NODES_REFRESH_S`` unless ``now``."""
         loop = asyncio.get_running_loop()
-        if now or loop.time() - self._nodes_seen_at >= NODES_REFRESH_S:
-            self._nodes_seen_at = loop.time()
-            nodes = _profile_nodes(self._settings)
-            for name, node in list(self._host_nodes.items()):
-                if node not in nodes:
-                    self._drop_host(name)
-            for node, (count, declared) in nodes.items():
-                for index in range(count):
-                    self._start_host(f"raymem-host-{node[:12]}-{index}", node, count, declared)
-        describing = [future for future in self._host_disks.values() if not future.done()]
-        if describing:  # a host still starting (a loaded node, a node just added)
-            await asyncio.wait(describing, timeout=HOST_START_TIMEOUT_S)
+        if not now and loop.time() - self._nodes_seen_at < NODES_REFRESH_S:
+            return
+        self._nodes_seen_at = loop.time()
+        alive = {info["NodeID"] for info in ray.nodes() if info["Alive"]}  # type: ignore[no-untyped-call]
+        for name, node in list(self._host_nodes.items()):
+            if node not in alive:
+                self._drop_host(name)
+        if self._on_demand():
+            while len(self._hosts) < self._settings.profiles.min_hosts:
+                self._start_host(f"raymem-host-{uuid.uuid4().hex[:12]}", None, 0)
+            return
+        for node, (count, declared) in _profile_nodes(self._settings).items():
+            for index in range(count):
+                name = f"raymem-host-{node[:12]}-{index}"
+                self._start_host(name, node, count, resource=declared)
 
-    def _start_host(self, name: str, node: str, count: int, declared: bool) -> None:
+    def _on_demand(self) -> bool:
+        return self._settings.profiles.max_hosts > 0
+
+    def _start_host(
+        self, name: str, node: str | None, count: int, *, resource: bool = True
+    ) -> None:
+        """Start host ``name`` on ``node`` (wherever Ray finds a ``HOST_RESOURCE`` when
+        None), one of ``count`` there (0: as many as its node declares)."""
         if name in self._hosts:
             return
         # Imported here: the host's own modules import this one.
         from raymem.actors.host import RemoteProfileHost
 
+        placement = "DEFAULT" if node is None else NodeAffinitySchedulingStrategy(node, soft=False)
         self._hosts[name] = RemoteProfileHost.options(
             name=name,
             namespace=self._settings.namespace,
             get_if_exists=True,
             lifetime="detached",
             num_cpus=0,
-            resources={HOST_RESOURCE: 1} if declared else None,
+            resources={HOST_RESOURCE: 1} if resource else None,
             max_restarts=0,  # a dead host's profiles move to another; it is started anew
             max_concurrency=1000,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+            scheduling_strategy=placement,
         ).remote(name, self._settings, count)
-        self._host_nodes[name] = node
+        if node is not None:
+            self._host_nodes[name] = node
         self._host_disks[name] = asyncio.ensure_future(self._describe(name))
+
+    async def _described(self, disk: str | None) -> dict[str, str]:
+        """The disk of each host, waiting ``HOST_START_TIMEOUT_S`` at most for hosts still
+        starting while no host has said it serves ``disk`` (any disk when None)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + HOST_START_TIMEOUT_S
+        while True:
+            disks = self._disks()
+            if (disk in disks.values()) if disk is not None else disks:
+                return disks
+            describing = [future for future in self._host_disks.values() if not future.done()]
+            remaining = deadline - loop.time()
+            if not describing or remaining <= 0:
+                return disks
+            await asyncio.wait(describing, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+
+    def _grow_if_full(self, disks: dict[str, str]) -> None:
+        """On demand: one more host when every host is full and none is starting; where the
+        cluster has no room for it, it waits for the node the autoscaler adds."""
+        if not self._on_demand() or len(self._hosts) >= self._settings.profiles.max_hosts:
+            return
+        if len(disks) < len(self._hosts):
+            return  # one is starting (or waiting for a node) already
+        open_per_host = collections.Counter(self._leases.values())
+        if all(open_per_host[name] >= self._host_bounds.get(name, 1) for name in disks):
+            log.info("every profile host is full: starting one more")
+            self._start_host(f"raymem-host-{uuid.uuid4().hex[:12]}", None, 0)
+
+    async def idle(self, name: str) -> bool:
+        """Host ``name`` has held no profile for ``profiles.host_idle_s``: on demand and
+        not one of the ``min_hosts`` started first, it is stopped (so the nodes added
+        last are the ones that empty and go); whether it was."""
+        if not self._on_demand() or name in self._leases.values():
+            return False
+        if name in list(self._hosts)[: self._settings.profiles.min_hosts]:
+            return False
+        handle = self._host(name)
+        self._drop_host(name)
+        if handle is not None:
+            log.info("profile host %s is idle: stopping it", name)
+            ray.kill(handle, no_restart=True)
+        return True
 
     async def _describe(self, name: str) -> str:
         """The host's disk; the profile files on it join the catalog, placed there."""
@@ -333,6 +391,8 @@ class ProfileCatalog:
             self._drop_host(name)
             return ""  # no disk: never a candidate
         assert isinstance(info, HostInfo)
+        self._host_nodes[name] = info.node
+        self._host_bounds[name] = info.max_live
         found = {(tenant, profile) for tenant, profile in info.local_profiles}
         self._add_found(found)
         for key in found:
@@ -374,8 +434,8 @@ class ProfileCatalog:
                 return holder, handle
             self._drop_host(holder)  # gone while the catalog was down
         await self._refresh_hosts()
-        disks = self._disks()
         placed = self._placements.get(key)
+        disks = await self._described(placed)
         candidates = [name for name, disk in disks.items() if disk == placed]
         if not candidates:
             if placed is not None and not self._object_storage:
@@ -390,6 +450,7 @@ class ProfileCatalog:
         open_per_host = collections.Counter(self._leases.values())
         name = min(candidates, key=lambda host: open_per_host[host])
         self._set_lease(key, name)
+        self._grow_if_full(disks)
         return name, self._hosts[name]
 
     async def hosts(self) -> list[tuple[str, ActorHandle]]:
@@ -443,6 +504,7 @@ class ProfileCatalog:
         log.warning("profile host %s is gone: its profiles may open elsewhere", name)
         self._hosts.pop(name, None)
         self._host_nodes.pop(name, None)
+        self._host_bounds.pop(name, None)
         self._host_disks.pop(name, None)
         for key in [key for key, host in self._leases.items() if host == name]:
             self._set_lease(key, None)
@@ -663,6 +725,10 @@ class CatalogClient:
 
     async def host_failed(self, host: str) -> None:
         await self._call(type(None), lambda catalog: catalog.host_failed.remote(host))
+
+    async def idle(self, host: str) -> bool:
+        """The host has held no profile for a while; whether the catalog stops it."""
+        return await self._call(bool, lambda catalog: catalog.idle.remote(host))
 
     async def profiles(self, tenant: str, only: list[str] | None = None) -> list[ProfileInfo]:
         listed = await self._call(list, lambda catalog: catalog.profiles.remote(tenant, only))

@@ -38,7 +38,7 @@ from typing import Any
 import msgspec
 import ray
 
-from raymem.actors.catalog import CatalogClient, HostInfo
+from raymem.actors.catalog import HOST_RESOURCE, CatalogClient, HostInfo
 from raymem.actors.layout import disk_id, local_profiles, on_this_node, remove_local_copy
 from raymem.actors.profile import ProfileActor
 from raymem.actors.profile.base import ProfileBase
@@ -118,6 +118,14 @@ class HostUsage(msgspec.Struct, frozen=True, kw_only=True):
     open_profiles: list[str]
 
 
+def _declared_hosts(node: str) -> int:
+    """The profile hosts a node declares (``raymem_profile_hosts``), 1 if none."""
+    for info in ray.nodes():  # type: ignore[no-untyped-call]  # unannotated in Ray
+        if info["NodeID"] == node:
+            return max(1, int(info["Resources"].get(HOST_RESOURCE, 1)))
+    return 1
+
+
 def _rss_bytes() -> int:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -135,11 +143,16 @@ class ProfileHost:
     """Many open profiles in one process (a detached async Ray actor)."""
 
     def __init__(self, name: str, settings: Settings, hosts_on_node: int) -> None:
+        """``hosts_on_node``: the hosts sharing this node's bound (0: as many as the node
+        declares ``raymem_profile_hosts``)."""
         self.name = name
         self.settings = on_this_node(settings)
         self.disk = disk_id(self.settings)
+        self.node = ray.get_runtime_context().get_node_id()
         self.profiles = settings.profiles
+        hosts_on_node = hosts_on_node or _declared_hosts(self.node)
         self.max_live = live_bound(self.profiles, hosts_on_node, *node_memory())
+        self._idle_watch: asyncio.Task[None] | None = None
         self._catalog = CatalogClient(settings)
         self._profiles: dict[Key, asyncio.Future[_Opened]] = {}
         self._releasing: dict[Key, asyncio.Future[None]] = {}
@@ -324,8 +337,33 @@ class ProfileHost:
 
     async def describe(self) -> HostInfo:
         """This host's disk and the profile files on it (the catalog asks as it starts)."""
+        if self.profiles.max_hosts > 0 and self._idle_watch is None:
+            self._idle_watch = asyncio.create_task(self._watch_idle())
         found = await asyncio.to_thread(local_profiles, self.settings)
-        return HostInfo(name=self.name, disk=self.disk, local_profiles=sorted(found))
+        return HostInfo(
+            name=self.name,
+            node=self.node,
+            disk=self.disk,
+            max_live=self.max_live,
+            local_profiles=sorted(found),
+        )
+
+    async def _watch_idle(self) -> None:
+        """Hosts on demand: after ``host_idle_s`` without a profile, offer to stop (the
+        catalog stops this host unless it is one of the ``min_hosts``)."""
+        idle_s = self.profiles.host_idle_s
+        idle_since = asyncio.get_running_loop().time()
+        while True:
+            await asyncio.sleep(min(idle_s / 4, PRESSURE_CHECK_S * 5))
+            now = asyncio.get_running_loop().time()
+            if self._profiles or self._releasing:
+                idle_since = now
+            elif now - idle_since >= idle_s:
+                try:
+                    await self._catalog.idle(self.name)
+                except Exception:  # the catalog restarting: offer again later
+                    log.exception("host %s cannot offer to stop", self.name)
+                idle_since = now
 
 
 RemoteProfileHost = ray.remote(ProfileHost)
