@@ -3,7 +3,8 @@
     python benchmarks/scale.py --profiles 1000 --wakes 40 --seconds 60
 
 Starts a private local Ray (``--cpus``) with the raymem Serve app on a free loopback
-port, then, all over HTTP:
+port (``--nodes`` > 1: a local cluster of that many raylets, each with a ``data_dir``
+of its own and its own profile hosts), then, all over HTTP:
 
 1. Creates ``--profiles`` profiles (one remembered fact each, ``--concurrency`` at a
    time) and samples the profile hosts: open profiles, PSS per host, and PSS per
@@ -214,7 +215,8 @@ async def lost_writes(url: str, acks: Acks) -> int:
 # ---------------------------------------------------------------------- main
 
 
-def start(args: argparse.Namespace) -> tuple[str, Settings]:
+def start(args: argparse.Namespace) -> tuple[str, Settings, Any]:
+    """The app's URL and settings, and the local cluster it runs on (None: one node)."""
     from raymem.serve import server
 
     port = free_port()
@@ -232,13 +234,14 @@ def start(args: argparse.Namespace) -> tuple[str, Settings]:
             settings.profiles, idle_timeout_s=3600.0, max_live=args.max_live
         ),
     )
+    cluster = start_cluster(args, settings) if args.nodes > 1 else None
     server.start(settings, num_cpus=args.cpus)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + HEALTH_TIMEOUT_S
     while True:
         try:
             if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return url, settings
+                return url, settings, cluster
         except httpx.HTTPError:
             pass
         if time.monotonic() > deadline:
@@ -246,10 +249,35 @@ def start(args: argparse.Namespace) -> tuple[str, Settings]:
         time.sleep(0.5)
 
 
+def start_cluster(args: argparse.Namespace, settings: Settings) -> Any:
+    """A head and ``--nodes - 1`` workers (one CPU each) on this machine, connected to."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from raymem.actors.layout import NODE_DATA_DIR_ENV
+
+    def node(index: int, cpus: int) -> dict[str, Any]:
+        disk = os.path.join(args.data_dir, f"node-{index}")
+        return {
+            "num_cpus": cpus,
+            "object_store_memory": 100 * MB,
+            "env_vars": {NODE_DATA_DIR_ENV: disk},
+        }
+
+    cluster = Cluster(
+        initialize_head=True, head_node_args={**node(0, args.cpus), "include_dashboard": False}
+    )
+    for index in range(1, args.nodes):
+        cluster.add_node(**node(index, 1))
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, namespace=settings.namespace, log_to_driver=False)
+    return cluster
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from raymem.serve import server
 
-    url, settings = start(args)
+    url, settings, cluster = start(args)
     acks = Acks()
     rng = random.Random(17)
     result: dict[str, Any] = {"config": vars(args), "cpus": os.cpu_count(), "load": []}
@@ -304,6 +332,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ]
     finally:
         server.stop()
+        if cluster is not None:
+            cluster.shutdown()
     return result
 
 
@@ -348,6 +378,7 @@ def main() -> None:
     parser.add_argument("--shift-s", type=float, default=10.0)
     parser.add_argument("--max-live", type=int, default=0)
     parser.add_argument("--cpus", type=int, default=2)
+    parser.add_argument("--nodes", type=int, default=1, help="raylets on this machine")
     parser.add_argument("--data-dir", default="")
     args = parser.parse_args()
     own_dir = not args.data_dir
