@@ -11,7 +11,9 @@ from raymem.pipelines.context import episodes
 from raymem.pipelines.context.assemble import Section, allocate, assemble, block_limits
 from raymem.pipelines.context.flush import flush
 from raymem.pipelines.context.refs import resolve
+from raymem.pipelines.known import KnownFacts
 from raymem.pipelines.recall import Recaller
+from raymem.pipelines.types import Candidate
 from raymem.store import ProfileStore, blocks, work
 from raymem.store.reads import PENDING_TABLES
 from raymem.types import MessageIn, RecallRequest
@@ -321,6 +323,40 @@ async def test_flush_leaves_out_what_the_core_blocks_say(store):
     assert result.messages.stored == 2 and result.memories.added == 1
     stored = await store.reads.memories_by_id(result.memory_ids)
     assert ["dentist" in m.content for m in stored] == [True]
+
+
+async def test_flush_leaves_out_a_restatement_in_other_words_by_embedding(store, embed):
+    entry = "Prefers tabs to spaces for indentation."
+    async with store.write() as writer:
+        await blocks.add_entry(writer, "user", entry, defaults=LIMITS, now=NOW)
+    restated = "For indentation I always pick tabs, not spaces."  # 0.93 cosine to the entry
+    assert not KnownFacts([entry]).restates(restated)  # its words alone do not tell
+    result = await flush(
+        store,
+        FlushRequest(
+            session_id="s1",
+            messages=[
+                MessageIn(role="user", content=restated),
+                MessageIn(role="user", content="My cat Miso is twelve years old."),
+            ],
+        ),
+        block_limits=LIMITS,
+        embed=embed,
+    )
+    assert result.error is None and result.known == 1 and "known" in result.latency_ms
+    stored = await store.reads.memories_by_id(result.memory_ids)
+    assert [m.content for m in stored] == ["My cat Miso is twelve years old."]
+
+
+async def test_known_facts_keep_what_differs_in_a_concrete_value(embed):
+    known = KnownFacts(["User's sister lives in Lisbon."])
+    candidates = [
+        Candidate(content=text, type="fact", importance=0.5, confidence=0.8)
+        for text in ("My sister lives in Porto.", "My sister Ana lives in Lisbon with her kids.")
+    ]
+    kept = await known.leave_out(candidates, embed)
+    assert [c.content for c in kept] == [c.content for c in candidates]
+    assert known.repeated == 0
 
 
 async def test_flush_reports_a_failing_stage_instead_of_failing(store):
