@@ -8,7 +8,13 @@ from raymem.config import ContextSettings, RecallSettings
 from raymem.errors import InvalidRef, InvalidRequest, RefNotFound
 from raymem.pipelines import ingest
 from raymem.pipelines.context import episodes
-from raymem.pipelines.context.assemble import Section, allocate, assemble, block_limits
+from raymem.pipelines.context.assemble import (
+    Section,
+    SlowSections,
+    allocate,
+    assemble,
+    block_limits,
+)
 from raymem.pipelines.context.flush import flush
 from raymem.pipelines.context.refs import resolve
 from raymem.pipelines.known import KnownFacts
@@ -303,6 +309,59 @@ async def test_recall_finds_episodes_in_their_own_channel(store, embed):
     assert all(h.source_ref for h in everything.memories)
     facts = await rec.recall(RecallRequest(query="flaky login test race", types=["fact"]))
     assert "episode" not in {h.type for h in facts.memories}
+
+
+async def test_the_kept_core_and_working_memory_follow_every_change_of_the_store(store):
+    await fill(store)
+    slow = SlowSections()
+
+    async def shown(**request):
+        result = await assemble(
+            store,
+            recaller(store),
+            ContextRequest(query="release", budget_chars=8_000, **request),
+            SETTINGS,
+            slow=slow,
+        )
+        return {s.name: [i.content for i in s.items] for s in result.sections}
+
+    first = await shown(session_id="s1")
+    assert first == await shown(session_id="s1")  # read once, shown again
+    async with store.write() as writer:
+        await blocks.add_entry(writer, "project", "Docs live in docs/", defaults=LIMITS, now=NOW)
+        await work.open_item(
+            writer, WorkItemOpen(objective="Rotate the keys"), item_id="w-keys", now=NOW
+        )
+    after = await shown(session_id="s1")
+    assert "Docs live in docs/" in after["core"] and "Docs live in docs/" not in first["core"]
+    assert any("Rotate the keys" in text for text in after["working_memory"])
+    elsewhere = await shown(session_id="s9")  # another session: its own working memory
+    assert not any("Release 0.2" in text for text in elsewhere["working_memory"])
+    assert any("Release 0.2" in text for text in after["working_memory"])
+    await store.close()
+    reopened = await ProfileStore.open(store.path, dim=DIM)  # a new read connection
+    try:
+        async with reopened.write() as writer:
+            await blocks.add_entry(writer, "user", "Drinks tea", defaults=LIMITS, now=NOW)
+        result = await assemble(
+            reopened,
+            recaller(reopened),
+            ContextRequest(query="release", session_id="s1", budget_chars=8_000),
+            SETTINGS,
+            slow=slow,
+        )
+        assert "Drinks tea" in result.text
+    finally:
+        await reopened.close()
+
+
+def test_a_light_recall_has_no_model_stages_and_smaller_pools(store):
+    full = Recaller(store, RecallSettings(hyde_memory_vector_weight=0.5), None, chat=object())
+    light = full.light(20)
+    assert light.chat is None and light.store is store
+    assert light.settings.candidates_per_channel == 20
+    assert light.weights()["hyde_memory_vector"] == 0.0
+    assert full.light(500).settings.candidates_per_channel == 50  # never more than recall's
 
 
 async def test_flush_leaves_out_what_the_core_blocks_say(store):
