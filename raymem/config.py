@@ -222,6 +222,12 @@ class ContextSettings(Section, frozen=True):
     episodes_share: float = 0.2
     recent_turns_share: float = 0.3
     memories: int = 20  # recall hits considered for the memories section
+    # Candidates per recall channel when assembling (recall's own: 50; never fewer than
+    # the hits asked for, memories + episodes). Recall here runs without model stages
+    # and with these smaller pools: on the LongMemEval sample every question kept its
+    # outcome, and at 100K memories its fusion took half the time (9 ms p50, from 15-20)
+    # and its CPU time fell from 18 to 12-15 ms p50 (benchmarks/context.py, docs/).
+    recall_candidates: int = 25
     episodes: int = 5  # episodes considered for the episodes section
     recent_turns: int = 12  # a session's latest turns considered for the last section
     working_memory_tasks: int = 20  # the newest current tasks shown in working memory

@@ -8,10 +8,18 @@ from raymem.config import ContextSettings, RecallSettings
 from raymem.errors import InvalidRef, InvalidRequest, RefNotFound
 from raymem.pipelines import ingest
 from raymem.pipelines.context import episodes
-from raymem.pipelines.context.assemble import Section, allocate, assemble, block_limits
+from raymem.pipelines.context.assemble import (
+    Section,
+    SlowSections,
+    allocate,
+    assemble,
+    block_limits,
+)
 from raymem.pipelines.context.flush import flush
 from raymem.pipelines.context.refs import resolve
+from raymem.pipelines.known import KnownFacts
 from raymem.pipelines.recall import Recaller
+from raymem.pipelines.types import Candidate
 from raymem.store import ProfileStore, blocks, work
 from raymem.store.reads import PENDING_TABLES
 from raymem.types import MessageIn, RecallRequest
@@ -303,6 +311,59 @@ async def test_recall_finds_episodes_in_their_own_channel(store, embed):
     assert "episode" not in {h.type for h in facts.memories}
 
 
+async def test_the_kept_core_and_working_memory_follow_every_change_of_the_store(store):
+    await fill(store)
+    slow = SlowSections()
+
+    async def shown(**request):
+        result = await assemble(
+            store,
+            recaller(store),
+            ContextRequest(query="release", budget_chars=8_000, **request),
+            SETTINGS,
+            slow=slow,
+        )
+        return {s.name: [i.content for i in s.items] for s in result.sections}
+
+    first = await shown(session_id="s1")
+    assert first == await shown(session_id="s1")  # read once, shown again
+    async with store.write() as writer:
+        await blocks.add_entry(writer, "project", "Docs live in docs/", defaults=LIMITS, now=NOW)
+        await work.open_item(
+            writer, WorkItemOpen(objective="Rotate the keys"), item_id="w-keys", now=NOW
+        )
+    after = await shown(session_id="s1")
+    assert "Docs live in docs/" in after["core"] and "Docs live in docs/" not in first["core"]
+    assert any("Rotate the keys" in text for text in after["working_memory"])
+    elsewhere = await shown(session_id="s9")  # another session: its own working memory
+    assert not any("Release 0.2" in text for text in elsewhere["working_memory"])
+    assert any("Release 0.2" in text for text in after["working_memory"])
+    await store.close()
+    reopened = await ProfileStore.open(store.path, dim=DIM)  # a new read connection
+    try:
+        async with reopened.write() as writer:
+            await blocks.add_entry(writer, "user", "Drinks tea", defaults=LIMITS, now=NOW)
+        result = await assemble(
+            reopened,
+            recaller(reopened),
+            ContextRequest(query="release", session_id="s1", budget_chars=8_000),
+            SETTINGS,
+            slow=slow,
+        )
+        assert "Drinks tea" in result.text
+    finally:
+        await reopened.close()
+
+
+def test_a_light_recall_has_no_model_stages_and_smaller_pools(store):
+    full = Recaller(store, RecallSettings(hyde_memory_vector_weight=0.5), None, chat=object())
+    light = full.light(20)
+    assert light.chat is None and light.store is store
+    assert light.settings.candidates_per_channel == 20
+    assert light.weights()["hyde_memory_vector"] == 0.0
+    assert full.light(500).settings.candidates_per_channel == 50  # never more than recall's
+
+
 async def test_flush_leaves_out_what_the_core_blocks_say(store):
     async with store.write() as writer:
         await blocks.add_entry(writer, "user", "User prefers dark mode", defaults=LIMITS, now=NOW)
@@ -321,6 +382,40 @@ async def test_flush_leaves_out_what_the_core_blocks_say(store):
     assert result.messages.stored == 2 and result.memories.added == 1
     stored = await store.reads.memories_by_id(result.memory_ids)
     assert ["dentist" in m.content for m in stored] == [True]
+
+
+async def test_flush_leaves_out_a_restatement_in_other_words_by_embedding(store, embed):
+    entry = "Prefers tabs to spaces for indentation."
+    async with store.write() as writer:
+        await blocks.add_entry(writer, "user", entry, defaults=LIMITS, now=NOW)
+    restated = "For indentation I always pick tabs, not spaces."  # 0.93 cosine to the entry
+    assert not KnownFacts([entry]).restates(restated)  # its words alone do not tell
+    result = await flush(
+        store,
+        FlushRequest(
+            session_id="s1",
+            messages=[
+                MessageIn(role="user", content=restated),
+                MessageIn(role="user", content="My cat Miso is twelve years old."),
+            ],
+        ),
+        block_limits=LIMITS,
+        embed=embed,
+    )
+    assert result.error is None and result.known == 1 and "known" in result.latency_ms
+    stored = await store.reads.memories_by_id(result.memory_ids)
+    assert [m.content for m in stored] == ["My cat Miso is twelve years old."]
+
+
+async def test_known_facts_keep_what_differs_in_a_concrete_value(embed):
+    known = KnownFacts(["User's sister lives in Lisbon."])
+    candidates = [
+        Candidate(content=text, type="fact", importance=0.5, confidence=0.8)
+        for text in ("My sister lives in Porto.", "My sister Ana lives in Lisbon with her kids.")
+    ]
+    kept = await known.leave_out(candidates, embed)
+    assert [c.content for c in kept] == [c.content for c in candidates]
+    assert known.repeated == 0
 
 
 async def test_flush_reports_a_failing_stage_instead_of_failing(store):

@@ -13,6 +13,7 @@ from raymem.config import ModelSettings
 from raymem.models.chat import MalformedAnswer, OpenAIChat, TransformersChat
 from raymem.models.prompt_cache import PromptCache, shared_prefix_length
 from raymem.pipelines.generators import (
+    KNOWN_CONTEXT,
     LLMGenerator,
     RulesGenerator,
     extract_prompt,
@@ -32,6 +33,21 @@ def chunk_of(*texts: str, role: str = "user") -> Chunk:
 
 def answer(*memories: dict) -> str:
     return json.dumps({"memories": list(memories)})
+
+
+async def test_a_model_is_shown_what_is_known_and_told_not_to_extract_it_again():
+    server = ChatServer(lambda body: (200, answer({"content": "Has a cat", "lines": [0]})))
+    chunk = chunk_of("My cat Miso is twelve.", "I  prefer   dark mode.")
+    with server.running():
+        chat = OpenAIChat(server.base_url, "tiny-llm", timeout_s=5)
+        generator = LLMGenerator(chat)
+        items = await generator.extract(chunk, known=["Prefers dark mode.", "Works at Acme."])
+        await generator.extract(chunk)
+    assert [item.content for item in items] == ["Has a cat"]
+    told, plain = (body["messages"][-1]["content"] for _, _, body in server.requests)
+    assert told.startswith(KNOWN_CONTEXT) and "- Prefers dark mode.\n- Works at Acme.\n" in told
+    assert told.index("Works at Acme.") < told.index("Transcript:")
+    assert told.endswith(plain) and KNOWN_CONTEXT not in plain  # the same prompt after it
 
 
 async def test_openai_chat_speaks_the_wire_protocol():

@@ -105,13 +105,17 @@ def build_chunks(
 
 
 async def _run_pass(
-    generator: Generator, chunk: Chunk, focus: Focus, limit: asyncio.Semaphore
+    generator: Generator,
+    chunk: Chunk,
+    focus: Focus,
+    limit: asyncio.Semaphore,
+    known: Sequence[str],
 ) -> list[Extracted]:
     async with limit:
         if isinstance(generator, RulesGenerator):  # deterministic: an error here is a bug
-            return await generator.extract(chunk, focus=focus)
+            return await generator.extract(chunk, focus=focus, known=known)
         try:
-            return await generator.extract(chunk, focus=focus)
+            return await generator.extract(chunk, focus=focus, known=known)
         except Exception as exc:  # a malformed answer or a dead endpoint: never a failed ingest
             log.warning(
                 "generator %s failed on chunk %d (%s pass), using rules: %s",
@@ -130,6 +134,7 @@ async def extract_chunks(
     detail: bool,
     stage: ChunkStage,
     concurrency: int = MAX_CONCURRENT_CHUNKS,
+    known: Sequence[str] = (),
 ) -> list[tuple[Extracted, Chunk]]:
     """Run the full pass (and the detail pass) over every chunk, then ``stage`` per chunk.
 
@@ -139,6 +144,8 @@ async def extract_chunks(
         detail: also run the detail pass (conversations of 9 or more messages).
         stage: per-chunk post-processing (date resolution and verification).
         concurrency: chunks in flight at once.
+        known: what the agent already holds (a flush's core block entries),
+            shown to a model so that it does not extract it again.
 
     Returns:
         Every surviving item with the chunk whose lines it cites.
@@ -148,7 +155,7 @@ async def extract_chunks(
     focuses: list[Focus] = ["full", "detail"] if detail else ["full"]
     jobs = [(chunk, focus) for chunk in chunks for focus in focuses]
     answers = await asyncio.gather(
-        *(_run_pass(generator, chunk, focus, limit) for chunk, focus in jobs)
+        *(_run_pass(generator, chunk, focus, limit, known) for chunk, focus in jobs)
     )
     out: list[tuple[Extracted, Chunk]] = []
     for (chunk, _), items in zip(jobs, answers, strict=True):

@@ -57,11 +57,19 @@ class DecisionAnswer(msgspec.Struct, frozen=True):
 
 
 class Generator(Protocol):
-    """Proposes memories from a chunk and decides how a new memory relates to stored ones."""
+    """Proposes memories from a chunk and decides how a new memory relates to stored ones.
+
+    ``known`` is what the agent already holds (the core blocks' entries, for a
+    flush): a model is shown it and asked not to extract it again; the rules
+    ignore it here, and ingest leaves out what repeats it afterwards, whoever
+    extracted it (``pipelines.known``).
+    """
 
     name: str
 
-    async def extract(self, chunk: Chunk, *, focus: Focus = "full") -> list[Extracted]: ...
+    async def extract(
+        self, chunk: Chunk, *, focus: Focus = "full", known: Sequence[str] = ()
+    ) -> list[Extracted]: ...
 
     async def decide(self, content: str, neighbours: Sequence[Neighbour]) -> Decision: ...
 
@@ -136,11 +144,14 @@ class RulesGenerator:
 
     name = "rules"
 
-    async def extract(self, chunk: Chunk, *, focus: Focus = "full") -> list[Extracted]:
+    async def extract(
+        self, chunk: Chunk, *, focus: Focus = "full", known: Sequence[str] = ()
+    ) -> list[Extracted]:
         """Items from every informative user sentence (full) or every value-bearing one (detail).
 
         Assistant turns contribute only tasks: what the assistant says is not
-        evidence about the user.
+        evidence about the user. ``known`` is not consulted: ingest leaves out
+        what repeats it, by text and by embedding (``pipelines.known``).
         """
         items = []
         for line in chunk.lines:
@@ -182,6 +193,9 @@ to behave; tasks are things to do; events happened at a time; facts are lasting 
 DETAIL_FOCUS = """Focus only on concrete values: names of people, places, products and
 organisations; prices; versions; quantities; dates. One memory per value, quoting it exactly."""
 
+KNOWN_CONTEXT = """Already known (the agent's core memory). Do not extract anything these entries
+already state, even in other words; extract only what is new, or what changes one of them:"""
+
 DECIDE_SYSTEM = """You keep a memory store current. Given a new memory and similar stored ones,
 answer with one JSON object and nothing else:
 {"decision": "add" | "duplicate" | "supersede", "target": "<id of the stored memory>" or null}
@@ -189,14 +203,24 @@ duplicate: a stored memory already says the same. supersede: the new memory upda
 attribute of the same subject as the target. add: anything else."""
 
 
-def extract_prompt(chunk: Chunk, focus: Focus) -> list[ChatMessage]:
-    """The chat messages asking a model to extract memories from a chunk."""
+def extract_prompt(chunk: Chunk, focus: Focus, known: Sequence[str] = ()) -> list[ChatMessage]:
+    """The chat messages asking a model to extract memories from a chunk.
+
+    Args:
+        chunk: the transcript to extract from.
+        focus: the pass (everything, or concrete values only).
+        known: entries the agent already holds, listed before the transcript
+            with the instruction not to extract them again.
+    """
     task = DETAIL_FOCUS if focus == "detail" else "Extract every memory worth keeping."
-    # The task comes last: both passes over a chunk then start with the same
-    # tokens, which a backend with a prompt cache computes once.
+    context = "".join(f"- {' '.join(entry.split())}\n" for entry in known)
+    shown = f"{KNOWN_CONTEXT}\n{context}\n" if context else ""
+    # The known entries come first and the task last: every pass over every chunk
+    # of a request then starts with the same tokens, and both passes over a chunk
+    # share its transcript too, which a backend with a prompt cache computes once.
     return [
         {"role": "system", "content": EXTRACT_SYSTEM},
-        {"role": "user", "content": f"Transcript:\n{chunk.render()}\n\n{task}"},
+        {"role": "user", "content": f"{shown}Transcript:\n{chunk.render()}\n\n{task}"},
     ]
 
 
@@ -268,14 +292,16 @@ class LLMGenerator:
         """The chat model behind it (recall asks it too: ``recall_model``)."""
         return self._chat
 
-    async def extract(self, chunk: Chunk, *, focus: Focus = "full") -> list[Extracted]:
-        """Items the model proposes for a chunk.
+    async def extract(
+        self, chunk: Chunk, *, focus: Focus = "full", known: Sequence[str] = ()
+    ) -> list[Extracted]:
+        """Items the model proposes for a chunk, told not to repeat what ``known`` states.
 
         Raises:
             MalformedAnswer: the model's answer is not the JSON asked for.
         """
         answer = await self._chat.complete(
-            extract_prompt(chunk, focus), max_tokens=self._max_tokens
+            extract_prompt(chunk, focus, known), max_tokens=self._max_tokens
         )
         return parse_extract_answer(answer)
 

@@ -23,7 +23,7 @@ because a model did.
 """
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 
@@ -32,6 +32,7 @@ import numpy as np
 from raymem.pipelines import classify, extract, reconcile, temporal, verify
 from raymem.pipelines.classify import TypePrototypes
 from raymem.pipelines.generators import Generator
+from raymem.pipelines.known import KnownFacts
 from raymem.pipelines.reconcile import EmbedFn, Reconciled, new_memory_id
 from raymem.pipelines.types import Candidate, Chunk, Extracted
 from raymem.store import (
@@ -149,6 +150,7 @@ async def extract_candidates(
     chunk_chars: int = extract.CHUNK_CHARS,
     embed: EmbedFn | None = None,
     prototypes: TypePrototypes | None = None,
+    known: Sequence[str] = (),
 ) -> list[Candidate]:
     """Extraction through classification: the classified, verified candidates of new turns.
 
@@ -161,6 +163,7 @@ async def extract_candidates(
             type no pattern gave as a fact. Every item is embedded in one call, so
             pass a caching one (as ``ingest`` does) for reconciliation to reuse.
         prototypes: the memory types' prototype vectors.
+        known: what the agent already holds, shown to a model generator.
     """
     if not messages:
         return []
@@ -171,6 +174,7 @@ async def extract_candidates(
             generator,
             detail=len(messages) >= extract.DETAIL_MIN_MESSAGES,
             stage=_chunk_stage,
+            known=known,
         )
     with _timed(timings, "classify"):
         if embed is not None and items:
@@ -199,7 +203,7 @@ async def ingest(
     embed: EmbedFn | None = None,
     prototypes: TypePrototypes | None = None,
     timings: Timings | None = None,
-    keep: Callable[[Candidate], bool] | None = None,
+    known: KnownFacts | None = None,
 ) -> IngestResult:
     """Store a conversation's turns idempotently and the memories extracted from the new ones.
 
@@ -214,26 +218,33 @@ async def ingest(
         prototypes: the memory types' prototype vectors (kept by the caller, so
             they are embedded once).
         timings: stage name -> seconds, accumulated when given (benchmarks).
-        keep: which extracted memories to go on with (a flush leaves out what the
-            core blocks already say); None keeps all.
+        known: what the agent already holds (a flush passes the core blocks'
+            entries): shown to a model generator, and the memories that repeat
+            it are left out (``KnownFacts.leave_out``, counted there).
 
     Returns:
         The counts, the new memory ids, and ``latency_ms``: milliseconds per stage
-        (ids, extract, classify, reconcile, write, vectors; embed is the model's
-        share of classify and reconcile) and total.
+        (ids, extract, classify, known, reconcile, write, vectors; embed is the
+        model's share of classify, known and reconcile) and total.
     """
     started = time.perf_counter()
     spent: Timings = {}
     embed = _timed_embed(_embed_once(embed), spent)
     rows = build_messages(session_id, messages)
     with _timed(spent, "ids"):
-        known = await store.reads.existing_message_ids([row.id for row in rows])
-        fresh = list({row.id: row for row in rows if row.id not in known}.values())
+        existing = await store.reads.existing_message_ids([row.id for row in rows])
+        fresh = list({row.id: row for row in rows if row.id not in existing}.values())
     candidates = await extract_candidates(
-        fresh, generator=generator, timings=spent, embed=embed, prototypes=prototypes
+        fresh,
+        generator=generator,
+        timings=spent,
+        embed=embed,
+        prototypes=prototypes,
+        known=known.entries if known is not None else (),
     )
-    if keep is not None:
-        candidates = [candidate for candidate in candidates if keep(candidate)]
+    if known is not None:
+        with _timed(spent, "known"):
+            candidates = await known.leave_out(candidates, embed)
     reconciled, stored = await _reconcile_and_write(
         store, rows, candidates, session_id, generator=generator, embed=embed, timings=spent
     )

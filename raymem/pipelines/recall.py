@@ -49,7 +49,7 @@ from raymem.pipelines.prior import apply_prior
 from raymem.pipelines.query import Analysis, analyse, widen, within_budget
 from raymem.pipelines.recall_model import QueryExpansion, answer_question, expand_query
 from raymem.store import ProfileStore, to_db_time, utc_now
-from raymem.store.episodes import episodes_by_seq
+from raymem.store.episodes import episode_memories_by_seq
 from raymem.store.refs import episode_ref, memory_ref, message_ref
 from raymem.types import Memory, RecallHit, RecallRequest, RecallResult
 
@@ -72,6 +72,24 @@ class Recaller:
         self.settings = settings
         self.embed = embed
         self.chat = chat  # a configured model: query expansion, HyDE and the answer
+
+    def light(self, candidates_per_channel: int) -> "Recaller":
+        """A cheaper recall over the same store, for context assembly.
+
+        No model stages (query expansion, a model's HyDE statement, the answer:
+        context assembly asks for evidence, not an answer, on every turn) and at
+        most ``candidates_per_channel`` candidates from each channel. Vectors of
+        rows still waiting are embedded with the query as in a full recall.
+        """
+        settings = msgspec.structs.replace(
+            self.settings,
+            candidates_per_channel=min(
+                candidates_per_channel, self.settings.candidates_per_channel
+            ),
+            hyde_memory_vector_weight=0.0,
+            hyde_message_vector_weight=0.0,
+        )
+        return Recaller(self.store, settings, self.embed, chat=None)
 
     def weights(self) -> dict[str, float]:
         s = self.settings
@@ -385,12 +403,13 @@ class Recaller:
             [c.seq for c in fused if c.kind == "memory"]
         )
         messages = self.store.search.messages_by_seq([c.seq for c in fused if c.kind == "message"])
-        found = episodes_by_seq(self.store.quick, [c.seq for c in fused if c.kind == "episode"])
+        found = episode_memories_by_seq(
+            self.store.quick, [c.seq for c in fused if c.kind == "episode"]
+        )
         items = []
         for candidate in fused:
             if candidate.kind == "episode":
-                episode = found.get(candidate.seq)
-                memory = None if episode is None else episodes.as_memory(episode)
+                memory = found.get(candidate.seq)
                 if memory is not None and _memory_matches(memory, request=request):
                     items.append(Scored(dict(candidate.parts), memory=memory))
             elif candidate.kind == "memory":

@@ -26,6 +26,7 @@ from raymem.store.rows import (
     to_db_time,
 )
 from raymem.store.writer import StoreWriter, fetch
+from raymem.types import Memory
 from raymem.types_context import Episode
 
 LEDGER_OP = "episode"
@@ -111,6 +112,33 @@ def episodes_by_seq(quick: Any, seqs: Sequence[int]) -> dict[int, Episode]:
         list(seqs),
     ).fetchall()
     return {row[0]: episode_from_row(row) for row in rows}
+
+
+def episode_memories_by_seq(quick: Any, seqs: Sequence[int]) -> dict[int, Memory]:
+    """Episodes in a memory's shape (type "episode", "title: summary"), so recall fuses and
+    returns them like memories.
+
+    Only the columns that shape needs are read: a whole episode parses five JSON
+    lists, which made loading recall's episode candidates (up to 50) a fifth of
+    a context assembly's recall at 100K memories.
+    """
+    if not seqs:
+        return {}
+    rows = quick.execute(
+        "SELECT seq, id, title, summary, session_id, ended_at FROM episodes"
+        f" WHERE seq IN ({placeholders(len(seqs))})",
+        list(seqs),
+    ).fetchall()
+    return {
+        seq: Memory(
+            id=episode_id,
+            type="episode",
+            content=f"{title}: {summary}",
+            session_id=session_id,
+            created_at=datetime.fromisoformat(ended_at),
+        )
+        for seq, episode_id, title, summary, session_id, ended_at in rows
+    }
 
 
 def episodes_text(quick: Any, fts_query: str, *, limit: int) -> list[int]:

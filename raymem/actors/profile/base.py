@@ -40,6 +40,7 @@ from raymem.errors import ErasureIncomplete, ProfileClosing
 from raymem.models.chat import ChatModel
 from raymem.pipelines import procedural
 from raymem.pipelines.classify import TypePrototypes
+from raymem.pipelines.context.assemble import SlowSections
 from raymem.pipelines.generators import Generator, LLMGenerator, make_generator
 from raymem.pipelines.procedural.sequences import IntentSummariser
 from raymem.pipelines.procedural.summary import ChatSummariser
@@ -122,6 +123,7 @@ class ProfileBase:
         self._embedder: Any = None  # the embedder pool's deployment handle
         self._generator: Generator | None = None
         self._prototypes = TypePrototypes()  # embedded on the first ingest that needs them
+        self._slow_sections = SlowSections()  # context's core blocks and working memory
         self._uses = UseRecorder()
         self._use_flusher: asyncio.Task[None] | None = None
         self._vectoriser: asyncio.Task[None] | None = None

@@ -192,6 +192,7 @@ class ContextOperations(ProfileBase):
             request,
             self.settings.context,
             query_vector=vector,
+            slow=self._slow_sections,
         )
 
     @entry

@@ -13,13 +13,19 @@ section's rendered text still fits its allotment (a candidate too large is
 skipped and reported in ``dropped``; recent turns stop at the first that does not
 fit, so they stay contiguous). Every section is charged its text plus the blank
 line before it, so the whole text never passes the budget, whatever it is.
+
+What it costs: the memories come from a light recall (``Recaller.light``: no
+model stages, ``recall_candidates`` per channel), read while the session's recent
+turns are read on the store's reader thread; the core blocks and working memory
+are read once per change of the store (``SlowSections``), not on every turn.
 """
 
+import asyncio
 import contextlib
 import logging
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 
 import numpy as np
 
@@ -170,6 +176,41 @@ def allocate(
 # ---------------------------------------------------------------- sections
 
 
+class SlowSections:
+    """The core-block and working-memory candidates, kept until the store changes.
+
+    Both are derived from stored records alone (working memory is deterministic),
+    so they are read again only when another connection (the store's writer) has
+    committed since: SQLite's ``data_version`` of the read connection says so in a
+    microsecond. The profile actor keeps one per profile; a reopened store has a
+    new read connection, which empties it.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[object, int] | None = None
+        self._core: list[ContextItem] | None = None
+        self._working: dict[str | None, list[ContextItem]] = {}
+
+    def _check(self, store: ProfileStore) -> None:
+        key = (store.quick, store.quick.execute("PRAGMA data_version").fetchone()[0])
+        if self._key is None or self._key[0] is not key[0] or self._key[1] != key[1]:
+            self._key, self._core, self._working = key, None, {}
+
+    def core(self, store: ProfileStore, settings: ContextSettings) -> list[ContextItem]:
+        self._check(store)
+        if self._core is None:
+            self._core = core_items(store, settings)
+        return self._core
+
+    def working_memory(
+        self, store: ProfileStore, settings: ContextSettings, session_id: str | None
+    ) -> list[ContextItem]:
+        self._check(store)
+        if session_id not in self._working:
+            self._working[session_id] = working_memory_items(store, settings, session_id)
+        return self._working[session_id]
+
+
 def core_items(store: ProfileStore, settings: ContextSettings) -> list[ContextItem]:
     return [
         ContextItem(source_ref=ref, kind="block_entry", content=entry, type=block.name)
@@ -273,6 +314,7 @@ async def assemble(
     settings: ContextSettings,
     *,
     query_vector: np.ndarray | None = None,
+    slow: SlowSections | None = None,
 ) -> ContextResult:
     """The context for ``request``: sections in the fixed order, ``len(text) <= budget``.
 
@@ -283,46 +325,51 @@ async def assemble(
         settings: the context settings (limits, shares, how many candidates).
         query_vector: the query's vector when the caller has it (benchmarks); it is
             used only for the query the request gives.
+        slow: the profile's cache of the core blocks and working memory; None
+            reads them for this call alone.
 
     Raises:
         InvalidRequest: a budget that cannot be honoured.
     """
     started = time.perf_counter()
     budget = budget_of(request, settings)
+    slow = slow if slow is not None else SlowSections()
     timings: dict[str, float] = {}
     candidates: dict[SectionName, list[ContextItem]] = {}
 
     with _timed(timings, "core"):
-        candidates["core"] = core_items(store, settings)
+        candidates["core"] = slow.core(store, settings)
     with _timed(timings, "working_memory"):
-        candidates["working_memory"] = working_memory_items(store, settings, request.session_id)
-    with _timed(timings, "recent_turns"):
-        turns: list[StoredMessage] = []
-        if request.session_id is not None:
-            rows = await store.reads.session_messages(
-                request.session_id, last=settings.recent_turns
-            )
-            turns = [message for _, message in rows]
-        candidates["recent_turns"] = [turn_item(message) for message in reversed(turns)]
-    query = request.query.strip() or _latest_user_turn(turns)
-    with _timed(timings, "memories"):
-        # One recall finds both memories and episodes (its episode channel); its
-        # time is counted here. Recall ranks the current truth: stale turns are
-        # marked and what replaced them is ranked above them.
-        hits: list[RecallHit] = []
-        if query:
-            given = query_vector if query == request.query.strip() else None
-            recalled = await recaller.recall(
-                RecallRequest(
-                    query=query,
-                    limit=settings.memories + settings.episodes,
-                    synthesize=False,
-                    as_of=request.as_of,
-                ),
-                query_vector=given,
-            )
-            hits = recalled.memories
-        candidates["memories"] = memory_items(hits, {t.id for t in turns}, settings.memories)
+        candidates["working_memory"] = slow.working_memory(store, settings, request.session_id)
+    # The recent turns are read on the store's reader thread while recall runs here;
+    # without a query, the latest user turn among them is the query, so recall waits.
+    reading = asyncio.ensure_future(_timed_read(recent_turns(store, request, settings), timings))
+    try:
+        query = request.query.strip()
+        if not query:
+            query = _latest_user_turn(await reading)
+        with _timed(timings, "memories"):
+            # One recall finds both memories and episodes (its episode channel); its
+            # time is counted here. Recall ranks the current truth: stale turns are
+            # marked and what replaced them is ranked above them.
+            hits: list[RecallHit] = []
+            if query:
+                given = query_vector if query == request.query.strip() else None
+                recalled = await recaller.light(settings.recall_candidates).recall(
+                    RecallRequest(
+                        query=query,
+                        limit=settings.memories + settings.episodes,
+                        synthesize=False,
+                        as_of=request.as_of,
+                    ),
+                    query_vector=given,
+                )
+                hits = recalled.memories
+        turns = await reading
+    finally:
+        reading.cancel()  # a no-op once it is done; recall failed otherwise
+    candidates["recent_turns"] = [turn_item(message) for message in reversed(turns)]
+    candidates["memories"] = memory_items(hits, {t.id for t in turns}, settings.memories)
     with _timed(timings, "episodes"):
         candidates["episodes"] = episode_items(store, hits, settings.episodes)
 
@@ -349,6 +396,23 @@ async def assemble(
         dropped={name: refs for name in SECTION_ORDER if (refs := sections[name].dropped())},
         latency_ms={stage: round(ms, 3) for stage, ms in timings.items()},
     )
+
+
+async def recent_turns(
+    store: ProfileStore, request: ContextRequest, settings: ContextSettings
+) -> list[StoredMessage]:
+    """The session's latest turns, oldest first (none without a session)."""
+    if request.session_id is None:
+        return []
+    rows = await store.reads.session_messages(request.session_id, last=settings.recent_turns)
+    return [message for _, message in rows]
+
+
+async def _timed_read(
+    read: Awaitable[list[StoredMessage]], timings: dict[str, float]
+) -> list[StoredMessage]:
+    with _timed(timings, "recent_turns"):
+        return await read
 
 
 def _latest_user_turn(turns: Sequence[StoredMessage]) -> str:

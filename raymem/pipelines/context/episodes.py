@@ -449,14 +449,3 @@ async def search(
     seqs = sorted(scores, key=lambda seq: (-scores[seq], -seq))[:limit]
     found = episode_store.episodes_by_seq(store.quick, seqs)
     return [found[seq] for seq in seqs if seq in found]
-
-
-def as_memory(episode: Episode) -> Memory:
-    """An episode in a memory's shape (type "episode"), so recall fuses and returns it like one."""
-    return Memory(
-        id=episode.id,
-        type="episode",
-        content=f"{episode.title}: {episode.summary}",
-        session_id=episode.session_id,
-        created_at=episode.ended_at,
-    )

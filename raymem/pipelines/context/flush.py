@@ -1,8 +1,10 @@
 """Memory flush before compaction: keep what is durable in the slice a harness will summarise.
 
-A flush is an ingest of the slice in which what the core blocks already say is
-not stored again: an extracted memory that repeats a block entry (the same text
-once normalised, or all of its words found in one entry) is left out. It is best
+A flush is an ingest of the slice with the core blocks' entries as known facts,
+so that what they already say is not stored again: a configured model is shown
+them in its extraction prompt and told not to extract them, and whoever extracted
+it, a memory that repeats an entry (by its words, or by embedding when the
+embedder is configured: ``pipelines.known``) is left out and counted. It is best
 effort: when a stage fails, the slice is ingested again by the rules alone, and
 when that fails too, nothing is stored; either way the result says what failed
 in ``error`` instead of failing the call, so a harness never waits on memory to
@@ -16,41 +18,14 @@ from collections.abc import Sequence
 from raymem.pipelines.classify import TypePrototypes
 from raymem.pipelines.generators import Generator
 from raymem.pipelines.ingest import ingest
-from raymem.pipelines.language import content_words
+from raymem.pipelines.known import KnownFacts
 from raymem.pipelines.reconcile import EmbedFn
-from raymem.pipelines.types import Candidate
 from raymem.store import ProfileStore
 from raymem.store.blocks import read_blocks
-from raymem.store.refs import normalise
 from raymem.types import MemoryCounts, MessageCounts
 from raymem.types_context import FlushRequest, FlushResult
 
 log = logging.getLogger(__name__)
-
-MIN_SHARED_WORDS = 2  # a memory of one content word is never taken for a block's entry
-
-
-def _words(text: str) -> frozenset[str]:
-    """Content words with a plural or third-person ``s`` dropped: "prefers" meets "prefer"."""
-    return frozenset(w[:-1] if len(w) > 3 and w.endswith("s") else w for w in content_words(text))
-
-
-class KnownEntries:
-    """The core blocks' entries, and whether a memory repeats one of them."""
-
-    def __init__(self, entries: Sequence[str]) -> None:
-        self._texts = {normalise(entry).rstrip(".!") for entry in entries}
-        self._words = [_words(entry) for entry in entries]
-        self.repeated = 0  # memories found to repeat an entry so far
-
-    def keep(self, candidate: Candidate) -> bool:
-        """False (and counted) for a memory that an entry already says."""
-        words = _words(candidate.content)
-        repeats = normalise(candidate.content).rstrip(".!") in self._texts or (
-            len(words) >= MIN_SHARED_WORDS and any(words <= entry for entry in self._words)
-        )
-        self.repeated += repeats
-        return not repeats
 
 
 async def flush(
@@ -77,7 +52,7 @@ async def flush(
         attempts.append((None, None))  # the rules alone, when a model stage fails
     errors: list[str] = []
     for model, embedder in attempts:
-        known = KnownEntries(entries)
+        known = KnownFacts(entries)
         try:
             result = await ingest(
                 store,
@@ -86,7 +61,7 @@ async def flush(
                 generator=model,
                 embed=embedder,
                 prototypes=prototypes if embedder is not None else None,
-                keep=known.keep,
+                known=known,
             )
         except Exception as exc:
             log.exception("flush of session %s failed", request.session_id)
