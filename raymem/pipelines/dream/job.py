@@ -196,7 +196,7 @@ class Dreams:
         resumed = await self._candidate_row(dream.id)
         if resumed is not None and resumed.step != QUEUED:
             return await ProfileStore.open(path, dim=self.store.dim), resumed
-        await asyncio.to_thread(jobs.copy_profile, self.store.path, path)
+        await _thread_to_its_end(jobs.copy_profile, self.store.path, path)
         candidate = await ProfileStore.open(path, dim=self.store.dim)
         try:
             counts = await self._reading(candidate, dream)
@@ -454,6 +454,20 @@ class Dreams:
     async def _fail(self, dream: DreamRow, error: str) -> DreamRow:
         failed = msgspec.structs.replace(dream, error=error)
         return await self._close(failed, "failed")
+
+
+async def _thread_to_its_end(function: Callable[..., None], *args: object) -> None:
+    """Run blocking file work in a thread; cancelled, wait for the thread to end first.
+
+    A thread cannot be stopped: a copy still running after a dream was cancelled
+    (its profile deleted) would write a candidate into a folder already removed.
+    """
+    work = asyncio.ensure_future(asyncio.to_thread(function, *args))
+    try:
+        await asyncio.shield(work)
+    except asyncio.CancelledError:
+        await asyncio.wait([work])
+        raise
 
 
 _CURRENT_COUNT = f"SELECT count(*) FROM memories WHERE {current()}"
