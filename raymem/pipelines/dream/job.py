@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 #: A dream's steps, in order; a job row's ``step`` is the last one completed.
 QUEUED = "queued"
-STEPS = ("copy", "vectors", "evidence", "merge", "contradictions", "stale", "insights")
+STEPS = ("copy", "vectors", "evidence", "filler", "merge", "contradictions", "stale", "insights")
 VECTOR_BATCH = 256
 #: The count each action adds to: memories merged away, replaced, retired; insights added.
 COUNTED = {"merge": "merged", "replace": "replaced", "retire": "retired", "insight": "insights"}
@@ -254,6 +254,8 @@ class Dreams:
         settings = self.settings
         if step == "evidence":
             return dream_rules.lost_evidence(items)
+        if step == "filler":
+            return dream_rules.no_fact(items) if settings.retire_no_fact else []
         if step == "merge":
             merges = await asyncio.to_thread(dream_rules.merges, items, settings.merge_similarity)
             return await self._rewritten(merges, items)
