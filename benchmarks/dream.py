@@ -7,8 +7,13 @@ the rules (no model), adopts the dream, and asks every question before and
 after. Recall is turn-level, as in ``locomo.py``: a memory hit counts for the
 turns it was drawn from, so a merged memory counts for every statement it folds in.
 
+``--longmemeval`` does the same for LongMemEval_S questions (one profile per
+question's haystack; ``--per-type N`` takes the first N of each type), asking
+each question as of its date.
+
     python benchmarks/dream.py ../shared/data/locomo10.json
     RAYMEM_DREAMS_MERGE_SIMILARITY=0.85 python benchmarks/dream.py ../shared/data/locomo10.json
+    python benchmarks/dream.py ../shared/data/longmemeval_s_dev.json --longmemeval --per-type 2
 """
 
 import argparse
@@ -22,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import locomo
+import longmemeval
 from _common import Tally, hit_turns, save_json, score_ranking, table
-from recall_dev import CachedEmbedder, build_profile
+from recall_dev import CachedEmbedder, build_profile, longmemeval_sessions
 
 from raymem.config import Settings, load_settings
 from raymem.pipelines.dream import Dreams
@@ -56,17 +62,15 @@ def conversation(sample: dict[str, Any]) -> tuple[list[Any], dict[str, list[str]
 async def ask(
     store: ProfileStore,
     settings: Settings,
-    questions: list[dict[str, Any]],
+    requests: list[RecallRequest],
     embedder: CachedEmbedder,
-    turn_of: dict[str, list[str]],
-    limit: int,
-) -> list[list[str]]:
-    """The turns each question's recall ranks, in order."""
+    turn_of: dict[str, list[Any]],
+) -> list[list[Any]]:
+    """The turns each request's recall ranks, in order."""
     recaller = Recaller(store, settings.recall, None)
-    vectors = await embedder.embed([qa["question"] for qa in questions])
+    vectors = await embedder.embed([request.query for request in requests])
     ranked = []
-    for qa, vector in zip(questions, vectors, strict=True):
-        request = RecallRequest(query=qa["question"], limit=limit, synthesize=False)
+    for request, vector in zip(requests, vectors, strict=True):
         result = await recaller.recall(request, query_vector=vector)
         ranked.append(hit_turns(result, turn_of))
     return ranked
@@ -76,19 +80,23 @@ async def current(store: ProfileStore) -> int:
     return (await store.reads.info("bench")).memories
 
 
-async def run_sample(
-    sample: dict[str, Any], args: argparse.Namespace, settings: Settings, embedder: CachedEmbedder
+async def dream_on(
+    name: str,
+    sessions: list[Any],
+    requests: list[RecallRequest],
+    turn_of: dict[str, list[Any]],
+    args: argparse.Namespace,
+    settings: Settings,
+    embedder: CachedEmbedder,
 ) -> dict[str, Any]:
-    sessions, turn_of, texts = conversation(sample)
-    name = f"locomo-{sample['sample_id']}.db"
+    """Ask, dream, adopt and ask again on a fresh copy of the profile ``name``."""
     base = await build_profile(Path(args.work_dir) / name, sessions, embedder, args.reingest)
     await base.close()
     path = Path(args.work_dir) / "dreams" / name
     copy_profile(Path(args.work_dir) / name, path)
     store = await ProfileStore.open(path, dim=384)
     try:
-        questions = [qa for qa in sample["qa"] if locomo.evidence(qa, texts)]
-        before = await ask(store, settings, questions, embedder, turn_of, args.recall_limit)
+        before = await ask(store, settings, requests, embedder, turn_of)
         memories_before = await current(store)
         dreams = Dreams(store, settings.dreams, embed=embedder.embed)
         started = time.perf_counter()
@@ -99,39 +107,78 @@ async def run_sample(
         started = time.perf_counter()
         _, adopted = await dreams.adopt(dream.id)
         adopt_s = time.perf_counter() - started
-        after = await ask(store, settings, questions, embedder, turn_of, args.recall_limit)
+        after = await ask(store, settings, requests, embedder, turn_of)
         memories_after = await current(store)
     finally:
         await store.close()
         remove_files(path)
     embedder.save()
-    scores = []
-    for qa, ranked_before, ranked_after in zip(questions, before, after, strict=True):
-        relevant = locomo.evidence(qa, texts)
-        scores.append(
-            {
-                "category": str(qa["category"]),
-                "before": score_ranking(ranked_before, relevant),
-                "after": score_ranking(ranked_after, relevant),
-            }
-        )
     print(
-        f"{sample['sample_id']}: memories {memories_before} -> {memories_after},"
+        f"{name}: memories {memories_before} -> {memories_after},"
         f" dream {dream_s:.1f} s, adopt {adopt_s * 1000:.0f} ms, {dict(dream.counts)}",
         flush=True,
     )
     if args.show:
         show(changes, args.show)
     return {
-        "sample": sample["sample_id"],
+        "sample": name,
         "memories_before": memories_before,
         "memories_after": memories_after,
         "dream_s": dream_s,
         "adopt_s": adopt_s,
         "counts": dream.counts,
         "skipped": len(adopted.skipped),
-        "scores": scores,
+        "ranked": (before, after),
     }
+
+
+async def run_sample(
+    sample: dict[str, Any], args: argparse.Namespace, settings: Settings, embedder: CachedEmbedder
+) -> dict[str, Any]:
+    """One LoCoMo conversation: every question with evidence, before and after."""
+    sessions, turn_of, texts = conversation(sample)
+    questions = [qa for qa in sample["qa"] if locomo.evidence(qa, texts)]
+    requests = [
+        RecallRequest(query=qa["question"], limit=args.recall_limit, synthesize=False)
+        for qa in questions
+    ]
+    name = f"locomo-{sample['sample_id']}.db"
+    run = await dream_on(name, sessions, requests, turn_of, args, settings, embedder)
+    before, after = run.pop("ranked")
+    run["scores"] = [
+        {
+            "category": str(qa["category"]),
+            "before": score_ranking(ranked_before, locomo.evidence(qa, texts)),
+            "after": score_ranking(ranked_after, locomo.evidence(qa, texts)),
+        }
+        for qa, ranked_before, ranked_after in zip(questions, before, after, strict=True)
+    ]
+    return run
+
+
+async def run_question(
+    item: dict[str, Any], args: argparse.Namespace, settings: Settings, embedder: CachedEmbedder
+) -> dict[str, Any]:
+    """One LongMemEval question over its own haystack, before and after."""
+    sessions, turn_of = longmemeval_sessions(item, settings.limits.max_content_chars)
+    request = RecallRequest(
+        query=item["question"],
+        limit=args.recall_limit,
+        synthesize=False,
+        as_of=longmemeval.question_time(item),
+    )
+    name = f"lme-{item['question_id']}.db"
+    run = await dream_on(name, sessions, [request], turn_of, args, settings, embedder)
+    (before,), (after,) = run.pop("ranked")
+    relevant = longmemeval.evidence_turns(item)
+    run["scores"] = [
+        {
+            "category": item["question_type"],
+            "before": score_ranking(before, relevant),
+            "after": score_ranking(after, relevant),
+        }
+    ]
+    return run
 
 
 def show(changes: list[Change], per_action: int) -> None:
@@ -144,19 +191,27 @@ def show(changes: list[Change], per_action: int) -> None:
         print(f"  {change.action}: {change.reason}\n    -> {change.content}")
 
 
-def report(runs: list[dict[str, Any]], args: argparse.Namespace, settings: Settings) -> None:
+def report(
+    runs: list[dict[str, Any]],
+    args: argparse.Namespace,
+    settings: Settings,
+    categories: dict[str, str],
+    overall: list[str],
+) -> None:
+    """The recall table before and after, per category (code -> label) and ``overall``."""
     tallies = {"before": Tally(), "after": Tally()}
     for run in runs:
         for score in run["scores"]:
             for moment in tallies:
                 tallies[moment].add(score["category"], score[moment])
     rows = []
-    for code, label in locomo.CATEGORIES.items():
+    for code, label in categories.items():
         for moment, tally in tallies.items():
-            rows.append((f"{code} {label} ({moment})", tally.mean([code])))
+            rows.append((f"{label} ({moment})", tally.mean([code])))
     for moment, tally in tallies.items():
-        rows.append((f"overall 1-4 ({moment})", tally.mean(locomo.OVERALL)))
-    print(table("LoCoMo turn-level recall before and after a dream (in-process)", rows))
+        rows.append((f"overall ({moment})", tally.mean(overall)))
+    dataset = "LongMemEval_S" if args.longmemeval else "LoCoMo"
+    print(table(f"{dataset} turn-level recall before and after a dream (in-process)", rows))
     before = sum(run["memories_before"] for run in runs)
     after = sum(run["memories_after"] for run in runs)
     dream_s = sum(run["dream_s"] for run in runs)
@@ -167,8 +222,8 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace, settings: Setti
         "dream_s_per_1k_memories": round(dream_s / before * 1000, 3),
         "adopt_ms_per_1k_memories": round(sum(r["adopt_s"] for r in runs) / before * 1e6, 1),
         "changes": dict(sum((Counter(run["counts"]) for run in runs), Counter())),
-        "overall_before": tallies["before"].mean(locomo.OVERALL),
-        "overall_after": tallies["after"].mean(locomo.OVERALL),
+        "overall_before": tallies["before"].mean(overall),
+        "overall_after": tallies["after"].mean(overall),
     }
     print(
         f"memories {before} -> {after} ({summary['fewer_memories']:.1%} fewer);"
@@ -182,31 +237,44 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace, settings: Setti
         "summary": summary,
         "runs": [{k: v for k, v in run.items() if k != "scores"} for run in runs],
         "by_category": {
-            moment: {label: tally.mean([code]) for code, label in locomo.CATEGORIES.items()}
+            moment: {label: tally.mean([code]) for code, label in categories.items()}
             for moment, tally in tallies.items()
         },
     }
-    print("saved", save_json("dream", payload))
+    print("saved", save_json("dream-longmemeval" if args.longmemeval else "dream", payload))
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    data = json.loads(Path(args.data).read_text())[: args.limit or None]
+    data = json.loads(Path(args.data).read_text())
     environ = {
         k: v for k, v in os.environ.items() if k.startswith(("RAYMEM_RECALL_", "RAYMEM_DREAMS_"))
     }
     settings = load_settings(environ=environ)
     embedder = CachedEmbedder(Path(args.work_dir) / "embeddings.pkl", args.embedder_threads)
-    runs = [await run_sample(sample, args, settings, embedder) for sample in data]
+    if args.longmemeval:
+        questions = [item for item in data if not item["question_id"].endswith("_abs")]
+        if args.per_type:
+            questions = longmemeval.per_type(questions, args.per_type)
+        questions = questions[: args.limit or None]
+        runs = [await run_question(item, args, settings, embedder) for item in questions]
+        kinds = sorted({item["question_type"] for item in questions})
+        report(runs, args, settings, {kind: kind for kind in kinds}, kinds)
+    else:
+        samples = data[: args.limit or None]
+        runs = [await run_sample(sample, args, settings, embedder) for sample in samples]
+        categories = {code: f"{code} {label}" for code, label in locomo.CATEGORIES.items()}
+        report(runs, args, settings, categories, list(locomo.OVERALL))
     embedder.save()
-    report(runs, args, settings)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("data", help="path to locomo10.json")
+    parser.add_argument("data", help="path to locomo10.json (or longmemeval_s_dev.json)")
+    parser.add_argument("--longmemeval", action="store_true", help="the data is LongMemEval_S")
+    parser.add_argument("--per-type", type=int, default=0, help="LongMemEval: N of each type")
     parser.add_argument("--work-dir", default="/tmp/raymem-recall-dev")
     parser.add_argument("--reingest", action="store_true", help="rebuild the profile files")
-    parser.add_argument("--limit", type=int, default=0, help="conversations (default: all ten)")
+    parser.add_argument("--limit", type=int, default=0, help="conversations or questions (0: all)")
     parser.add_argument("--recall-limit", type=int, default=20)
     parser.add_argument("--embedder-threads", type=int, default=1)
     parser.add_argument("--show", type=int, default=0, help="print this many changes per action")

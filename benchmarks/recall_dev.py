@@ -175,6 +175,33 @@ async def run_locomo(args: argparse.Namespace, settings: Any, embedder: CachedEm
 # ------------------------------------------------------------- LongMemEval
 
 
+def longmemeval_sessions(
+    item: dict[str, Any], max_chars: int
+) -> tuple[list[tuple[str, list[dict[str, Any]]]], dict[str, list[tuple[str, int]]]]:
+    """A LongMemEval question's haystack as sessions to ingest, and message id -> turns."""
+    import longmemeval
+
+    sessions = []
+    turn_of: dict[str, list[tuple[str, int]]] = {}
+    for session_id, date, turns in zip(
+        item["haystack_session_ids"], item["haystack_dates"], item["haystack_sessions"], strict=True
+    ):
+        started = longmemeval.haystack_time(date).replace(tzinfo=UTC)
+        messages = []
+        for index, turn in enumerate(turns):
+            content = turn["content"][:max_chars].strip()
+            if not content:
+                continue
+            at = started + timedelta(seconds=index)
+            messages.append({"role": turn["role"], "content": content, "created_at": at})
+            turn_of.setdefault(message_id(session_id, turn["role"], content), []).append(
+                (session_id, index)
+            )
+        if messages:
+            sessions.append((session_id, messages))
+    return sessions, turn_of
+
+
 async def run_longmemeval(
     args: argparse.Namespace, settings: Any, embedder: CachedEmbedder
 ) -> None:
@@ -190,27 +217,7 @@ async def run_longmemeval(
     tally = {"turn": Tally(), "session": Tally(), "update": Tally()}
     latency: list[float] = []
     for number, item in enumerate(data):
-        sessions = []
-        turn_of: dict[str, list[tuple[str, int]]] = {}
-        for session_id, date, turns in zip(
-            item["haystack_session_ids"],
-            item["haystack_dates"],
-            item["haystack_sessions"],
-            strict=True,
-        ):
-            started = longmemeval.haystack_time(date).replace(tzinfo=UTC)
-            messages = []
-            for index, turn in enumerate(turns):
-                content = turn["content"][: settings.limits.max_content_chars].strip()
-                if not content:
-                    continue
-                at = started + timedelta(seconds=index)
-                messages.append({"role": turn["role"], "content": content, "created_at": at})
-                turn_of.setdefault(message_id(session_id, turn["role"], content), []).append(
-                    (session_id, index)
-                )
-            if messages:
-                sessions.append((session_id, messages))
+        sessions, turn_of = longmemeval_sessions(item, settings.limits.max_content_chars)
         path = Path(args.work_dir) / f"lme-{item['question_id']}.db"
         started_build = time.perf_counter()
         store = await build_profile(path, sessions, embedder, args.reingest)

@@ -250,6 +250,9 @@ class DreamSettings(Section, frozen=True):
     # With the defaults a memory of importance 0.5 retires after about 300 idle days.
     stale_half_life_days: float = 90.0
     stale_below: float = 0.05
+    # A statement that names no one and no value ("That sounds amazing!") says
+    # nothing about anyone: a dream retires it (its turn still answers recall).
+    retire_no_fact: bool = True
     model_prompt_chars: int = 24_000  # memories a model reads for insights, at most
     max_insights: int = 10
 

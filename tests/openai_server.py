@@ -6,6 +6,8 @@ protocol-correct chat-completion response.
 """
 
 import json
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +25,7 @@ class ChatServer:
         self.reply = reply
         self.delay_s = delay_s
         self.requests: list[tuple[str, dict[str, str], dict[str, Any]]] = []
+        self.hung_up = 0  # requests whose caller closed the connection before the answer
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -32,6 +35,8 @@ class ChatServer:
                 if server.delay_s:
                     time.sleep(server.delay_s)
                 status, content = server.reply(body)
+                if _peer_closed(self.connection):
+                    server.hung_up += 1
                 payload = {
                     "id": f"chatcmpl-{len(server.requests)}",
                     "object": "chat.completion",
@@ -69,6 +74,17 @@ class ChatServer:
             self._http.shutdown()
             self._http.server_close()
             thread.join()
+
+
+def _peer_closed(connection: socket.socket) -> bool:
+    """Whether the caller has closed its end: readable, with nothing to read."""
+    readable, _, _ = select.select([connection], [], [], 0)
+    if not readable:
+        return False
+    try:
+        return connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
 
 
 def transcript_of(body: dict[str, Any]) -> str:

@@ -136,3 +136,30 @@ async def test_the_retention_purge_does_not_make_evidence_lost(tmp_path):
         assert [change.action for change in rules.lost_evidence([loaded])] == ["retire"]
     finally:
         await store.close()
+
+
+def test_statements_that_name_no_one_and_no_value_are_retired_as_stating_no_fact():
+    empty = {
+        "remark": "Melanie: That sounds amazing!",
+        "generic": "Jon: Change is possible, it just takes time.",
+        "to-listener": "Caroline: You really care about helping others.",
+    }
+    stating = {
+        "person": "Melanie: I ran a charity race for mental health.",
+        "third": "Jon: She finally opened the dance studio.",
+        "values": "Jon: The studio opens on 5 May in Newark.",
+        "left-out-subject": "Tim: Just got back from a road trip with the family.",
+        "regular-past": "Tim: Started learning the violin last month.",
+        "act": "Melanie: [shares a photo: a painting of a sunset over a lake]",
+        "instruction": "Keep answers short and skip the small talk.",
+        "task": "Buy more coffee filters before the weekend.",
+    }
+    items = [item(key, content) for key, content in empty.items()]
+    items += [item("instruction", stating["instruction"], memory_type="instruction")]
+    items += [item("task", stating["task"], memory_type="task")]
+    items += [
+        item(key, content) for key, content in stating.items() if key not in ("instruction", "task")
+    ]
+    changes = rules.no_fact(items)
+    assert {change.memory_ids[0] for change in changes} == set(empty)
+    assert all(change.action == "retire" and "no fact" in change.reason for change in changes)

@@ -61,8 +61,7 @@ class ArchiveOperations(ProfileBase):
     async def destroy(self) -> None:
         """Delete the profile's data and leave the host; the name is free for a new profile."""
         self._closing = True
-        if self._vectoriser is not None:
-            self._vectoriser.cancel()
+        await self._stop_work()  # a running dream stops before its files go
         await self._durability.destroy()  # stops shipping and snapshots first
         if self._store is not None:
             await self._store.close()

@@ -250,6 +250,12 @@ class ProfileBase:
         """Whether background work keeps the profile awake (a mixin may add its own)."""
         return self._vectoriser is not None and not self._vectoriser.done()
 
+    async def _stop_work(self) -> None:
+        """Stop background work for good: the profile is being deleted (a mixin may add its
+        own, and must return only once its work has stopped touching the profile's files)."""
+        if self._vectoriser is not None:
+            self._vectoriser.cancel()
+
     async def _hibernate(self) -> None:
         self._closing = True
         await self._flush_use()

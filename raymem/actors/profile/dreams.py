@@ -4,7 +4,8 @@ A dream runs as a task of this actor, outside any request, on a copy of the
 profile (``raymem.pipelines.dream``), and keeps the profile awake meanwhile.
 If the profile stops anyway (hibernated by force, killed, moved), the task
 stops after its last completed step and the next activation resumes it: any
-call does, and polling a dream's status is one.
+call does, and polling a dream's status is one. Deleting the profile stops its
+dream first (the copy it may be making included), so no candidate outlives it.
 """
 
 import logging
@@ -90,6 +91,12 @@ class DreamOperations(ProfileBase):
     def _busy(self) -> bool:
         """A running dream keeps the profile awake, as vectorising does."""
         return super()._busy() or (self._dream_jobs is not None and self._dream_jobs.busy)
+
+    async def _stop_work(self) -> None:
+        """The profile is deleted: a running dream stops, and its candidate goes with the files."""
+        if self._dream_jobs is not None:
+            await self._dream_jobs.close()
+        await super()._stop_work()
 
     async def _hibernate(self) -> None:
         """Stop a running dream at its last completed step first; it resumes on activation."""

@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 #: A dream's steps, in order; a job row's ``step`` is the last one completed.
 QUEUED = "queued"
-STEPS = ("copy", "vectors", "evidence", "merge", "contradictions", "stale", "insights")
+STEPS = ("copy", "vectors", "evidence", "filler", "merge", "contradictions", "stale", "insights")
 VECTOR_BATCH = 256
 #: The count each action adds to: memories merged away, replaced, retired; insights added.
 COUNTED = {"merge": "merged", "replace": "replaced", "retire": "retired", "insight": "insights"}
@@ -196,7 +196,7 @@ class Dreams:
         resumed = await self._candidate_row(dream.id)
         if resumed is not None and resumed.step != QUEUED:
             return await ProfileStore.open(path, dim=self.store.dim), resumed
-        await asyncio.to_thread(jobs.copy_profile, self.store.path, path)
+        await _thread_to_its_end(jobs.copy_profile, self.store.path, path)
         candidate = await ProfileStore.open(path, dim=self.store.dim)
         try:
             counts = await self._reading(candidate, dream)
@@ -254,6 +254,8 @@ class Dreams:
         settings = self.settings
         if step == "evidence":
             return dream_rules.lost_evidence(items)
+        if step == "filler":
+            return dream_rules.no_fact(items) if settings.retire_no_fact else []
         if step == "merge":
             merges = await asyncio.to_thread(dream_rules.merges, items, settings.merge_similarity)
             return await self._rewritten(merges, items)
@@ -454,6 +456,20 @@ class Dreams:
     async def _fail(self, dream: DreamRow, error: str) -> DreamRow:
         failed = msgspec.structs.replace(dream, error=error)
         return await self._close(failed, "failed")
+
+
+async def _thread_to_its_end(function: Callable[..., None], *args: object) -> None:
+    """Run blocking file work in a thread; cancelled, wait for the thread to end first.
+
+    A thread cannot be stopped: a copy still running after a dream was cancelled
+    (its profile deleted) would write a candidate into a folder already removed.
+    """
+    work = asyncio.ensure_future(asyncio.to_thread(function, *args))
+    try:
+        await asyncio.shield(work)
+    except asyncio.CancelledError:
+        await asyncio.wait([work])
+        raise
 
 
 _CURRENT_COUNT = f"SELECT count(*) FROM memories WHERE {current()}"

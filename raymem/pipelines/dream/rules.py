@@ -7,6 +7,7 @@ Paris" and "Melanie moved to Paris" are close vectors about different people.
 """
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
@@ -14,6 +15,7 @@ import msgspec
 import numpy as np
 
 from raymem.pipelines.dream.items import Item
+from raymem.pipelines.language import split_speaker
 from raymem.store.dreams import Change
 
 #: Rows of the similarity matrix computed at a time: 1,024 x 10K cosines take 40 MB.
@@ -23,6 +25,39 @@ MAX_MERGED_QUESTIONS = 10
 #: Types whose statements can contradict each other. Two events with other values
 #: are two happenings; tasks have no vectors and come and go on their own.
 CONTRADICTABLE = ("fact", "instruction")
+
+
+def _word_set(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+#: Words that make a statement about someone: the speaker, the people they speak of.
+#: "You"/"your" are left out: a remark to the listener ("That sounds amazing, you
+#: deserve it!") reacts to what the listener said, which their own turn holds.
+PERSON = re.compile(
+    r"\b(i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|we'd|we'll|us|our|ours"
+    r"|ourselves|he|he's|she|she's|him|his|her|hers|himself|herself|they|they're|they've"
+    r"|them|their|theirs|themselves)\b",
+    re.IGNORECASE,
+)
+#: A statement whose subject is left out is about its speaker when it opens, past a
+#: few adverbs, with what they did ("Just got back from a road trip."), or with a
+#: bracketed act of theirs ("[shares a photo: a dog in a party hat]").
+OPENING_ADVERBS = _word_set(
+    "just recently finally also still actually yeah yep yes nope oh well so and but plus"
+    " lately yesterday today tonight btw then already even only mostly really totally indeed"
+)
+PAST_TENSE = _word_set(
+    "got went had was were been made saw took bought found met ran began came did felt"
+    " gave kept left lost read sold spent told won wrote built drove flew grew heard knew"
+    " led paid put said sat sent sang slept spoke stood taught thought threw wore"
+)
+REGULAR_PAST = re.compile(r"^[a-z]{3,}ed$")  # "started", "tried"; not "red" or "bed"
+ACT = re.compile(r"^\s*\[")
+WORDS = re.compile(r"[\w'’-]+")
+#: Only statements of what is or what happened can be empty; an instruction or a task
+#: is the user's even when it names no one ("Keep answers short.").
+FILLER_TYPES = ("fact", "event")
 
 
 def _groups(items: Iterable[Item], types: Sequence[str]) -> list[list[Item]]:
@@ -214,6 +249,43 @@ def lost_evidence(items: Sequence[Item]) -> list[Change]:
         )
         for item in items
         if item.record.source_message_ids and not item.sources_found and not item.session_exists
+    ]
+
+
+def names_no_fact(item: Item) -> bool:
+    """Whether a statement says nothing about anyone: no person, no name, no value.
+
+    "Melanie: That sounds amazing!" and "Jon: Change is possible!" react or
+    generalise; "Melanie: I ran a charity race." (a person), "Jon: The studio
+    opens on 5 May." (values) and "Tim: Just got back from Rome." (the speaker,
+    left out) state something.
+    """
+    _, said = split_speaker(item.record.content)
+    if item.values or PERSON.search(said) or ACT.match(said):
+        return False
+    return not _opens_with_a_deed(said)
+
+
+def _opens_with_a_deed(said: str) -> bool:
+    """Whether the statement opens with a past-tense verb: its left-out subject is the
+    speaker ("Been busy volunteering at the shelter.", "Started learning the piano.")."""
+    for word in WORDS.findall(said.lower()):
+        if word not in OPENING_ADVERBS:
+            return word in PAST_TENSE or REGULAR_PAST.match(word) is not None
+    return False
+
+
+def no_fact(items: Sequence[Item]) -> list[Change]:
+    """Facts and events that name no person and no value: retired, their turns stay."""
+    return [
+        Change(
+            action="retire",
+            memory_ids=[item.id],
+            content=item.record.content,
+            reason="states no fact: it names no person and no value (a reaction or remark)",
+        )
+        for item in items
+        if item.record.type in FILLER_TYPES and names_no_fact(item)
     ]
 
 
