@@ -16,6 +16,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
+# a real headless Chromium and its tabs, for the browser tests
+from browser_fixtures import browser, tab  # noqa: F401
+
 # a raymem app with API keys, for the MCP and browser tests
 from keyed_app import keyed_app  # noqa: F401
 

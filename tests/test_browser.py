@@ -1,82 +1,18 @@
 """The memory browser (/ui) and the API docs (/docs, /redoc) in a real headless Chromium.
 
-Debian's ``chromium`` driven by Playwright (never a downloaded browser), one browser
-for the module. Every request that would leave the server is aborted and recorded,
-as if the machine were offline. A screenshot of each page goes to
-``tests/artifacts/`` (gitignored).
+The browser and its tabs are in ``browser_fixtures``; dreams, review and the write
+controls are in ``test_browser_review``.
 """
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from browser_fixtures import TIMEOUT_S
 from keyed_app import ALICE
-from playwright.sync_api import Browser, Route, sync_playwright
 
-CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
-ARTIFACTS = Path(__file__).parent / "artifacts"
-TIMEOUT_S = 120  # generous: the box running the suite may be loaded many times over
 REMOTE_ASSET = re.compile(r"""<(?:script|link)\b[^>]*\b(?:src|href)\s*=\s*["']?https?://""", re.I)
 ASSET_URL = re.compile(r"""<(?:script|link)\b[^>]*\b(?:src|href)\s*=\s*["']([^"']+)["']""", re.I)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.fail("Debian's chromium is needed: apt-get install -y chromium (see .ci/run)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        yield browser
-        browser.close()
-
-
-class Tab:
-    """One browser tab, offline but for the server, recording console errors and escapes."""
-
-    def __init__(self, browser: Browser, server: str, capsys: pytest.CaptureFixture[str]) -> None:
-        self.capsys = capsys
-        self.context = browser.new_context(viewport={"width": 1280, "height": 800})
-        self.context.set_default_timeout(TIMEOUT_S * 1000)
-        self.page = self.context.new_page()
-        self.errors: list[str] = []
-        self.escaped: list[str] = []
-        origin = "{0.scheme}://{0.netloc}/".format(urlsplit(server))
-        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
-        self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
-
-        def only_the_server(route: Route) -> None:
-            if route.request.url.startswith(origin):
-                route.continue_()
-            else:
-                self.escaped.append(route.request.url)
-                route.abort()
-
-        self.context.route("**/*", only_the_server)
-
-    def screenshot(self, name: str) -> None:
-        ARTIFACTS.mkdir(exist_ok=True)
-        path = ARTIFACTS / f"{name}.png"
-        self.page.screenshot(path=str(path), full_page=True)
-        with self.capsys.disabled():  # printed even when pytest captures output
-            print(f"\nscreenshot: {path}")
-
-
-@pytest.fixture
-def tab(browser, keyed_app, capsys) -> Iterator[Tab]:
-    tab = Tab(browser, keyed_app, capsys)
-    yield tab
-    tab.context.close()
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,9 @@
 """The memory browser at ``/ui``: one HTML page, a script and a stylesheet from the package.
 
 The page reads the HTTP API with the user's key (asked once, kept in the tab's
-session storage). It has no write controls yet, so a read-only key sees the same
-page as any other.
+session storage). Its few write controls (forget a memory, adopt or discard a
+dream, approve or reject a proposal) are shown only to a key that may write; the
+API refuses a read-only key's writes whatever the page shows.
 
 No ``from __future__ import annotations`` here: FastAPI inside Serve then 422s.
 """
@@ -37,3 +38,9 @@ def add_ui(app: FastAPI, ingress: Callable[[], IngressBase]) -> None:
     async def ui_config() -> JSONResponse:
         # Whether to ask for a key before the first call (a 401 would log a console error).
         return JSONResponse({"auth_required": not ingress().auth.open})
+
+    @app.get("/ui/key", include_in_schema=False)
+    async def ui_key(request: Request) -> JSONResponse:
+        # Whether to show write controls; a 401 here means the stored key is wrong.
+        principal = ingress().auth.authenticate(request.headers.get("authorization"))
+        return JSONResponse({"read_only": principal.read_only})
