@@ -96,7 +96,7 @@ class SessionOperations(ProfileBase):
         async with self._open_store.write() as writer:
             erased = await erase.erase_session(writer, session_id, at=to_db_time(utc_now()))
         if not erased.erasure.is_empty():
-            await self._after_write()
+            await self._after_erasure()
         await self._finish_erasure(f"Session {session_id!r}")
         if erased.erasure.is_empty():
             raise SessionNotFound(session_id)
