@@ -16,6 +16,9 @@ import pytest
 from procedural_helpers import FAIL, UPDATE, at, enabled_store, run_session
 from test_erase import (
     DIM,
+    P,
+    T,
+    bucket_artefacts,
     export_bytes,
     file_artefacts,
     holding,
@@ -27,12 +30,26 @@ from test_erase import (
 )
 
 from raymem.config import ContextSettings, DreamSettings
+from raymem.export.archive import export_archive, import_archive
+from raymem.export.erasure import replace_older_copies
+from raymem.export.ledger import LedgerShipper
+from raymem.export.objectstore import ObjectStore
+from raymem.export.snapshot import take_snapshot
 from raymem.pipelines import ingest
 from raymem.pipelines.context import episodes
 from raymem.pipelines.context.assemble import block_limits
 from raymem.pipelines.dream import Dreams
 from raymem.pipelines.procedural import inject, patterns
-from raymem.store import ProfileStore, blocks, erase, review, to_db_time, utc_now, work
+from raymem.store import (
+    ProfileStore,
+    blocks,
+    erase,
+    erase_tables,
+    review,
+    to_db_time,
+    utc_now,
+    work,
+)
 from raymem.store import dreams as dream_store
 from raymem.store import episodes as episode_store
 from raymem.store.replay import replay
@@ -198,8 +215,6 @@ async def test_erasing_a_session_reaches_actions_patterns_episodes_and_work_item
 async def test_an_imported_session_is_erased_from_the_import_entry(
     store: ProfileStore, tmp_path: Path
 ):
-    from raymem.export.archive import export_archive, import_archive
-
     gone, kept = marker(), marker()
     source = await ProfileStore.open(tmp_path / "source" / "profile.db", dim=DIM)
     try:
@@ -415,3 +430,51 @@ async def test_an_erasure_ends_an_open_dream_and_its_candidate_goes(
     assert list(candidates.iterdir()) == []
     assert holding(await artefacts(store), secret) == []
     assert await dreams.end_open("erased") is None  # none open: nothing to end
+
+
+# ---------------------------------------------------------------- object storage
+
+
+async def test_object_storage_keeps_no_copy_of_an_erased_sessions_subsystem_rows(
+    store: ProfileStore, object_store: ObjectStore, s3_client: Any
+):
+    gone, kept = marker(), marker()
+    await session_with_context(store, "s-gone", gone)
+    shipper = LedgerShipper(store, object_store, T, P)
+    await shipper.start(background=False)
+    await take_snapshot(store, object_store, T, P)
+    await session_with_context(store, "s-kept", kept)
+    await procedural_sessions(store, gone, kept)
+    await shipper.flush()
+    assert len(holding(bucket_artefacts(object_store, s3_client), gone)) == 2  # the control
+
+    async with store.write() as writer:
+        await erase.erase_session(writer, "s-gone", at=to_db_time(utc_now()))
+
+    async def replace() -> int:
+        return (await replace_older_copies(store, object_store, T, P)).ledger_seq
+
+    seq = await shipper.restart_from(replace)
+    objects = bucket_artefacts(object_store, s3_client)
+    assert holding(objects, gone) == []
+    assert holding(objects, kept) == [f"raymem/{T}/{P}/snapshots/{seq:020d}"]
+
+
+async def test_a_session_known_only_to_procedural_memory_is_erased(store: ProfileStore):
+    gone, kept = marker(), marker()
+    await procedural_sessions(store, gone, kept)  # actions, no turn of any session
+    assert await store.reads.list_sessions() == []
+
+    async with store.write() as writer:
+        erased = await erase.erase_session(writer, "s-gone", at=to_db_time(utc_now()))
+        unknown = await erase.erase_session(writer, "s-none", at=to_db_time(utc_now()))
+
+    assert erased.erasure.sessions == ["s-gone"] and unknown.erasure.is_empty()
+    assert holding(await artefacts(store), gone) == []
+    assert sorted(holding(await artefacts(store), kept)) == ["export", "file", "ledger"]
+
+
+def test_every_subsystem_op_says_which_entries_it_reads() -> None:
+    assert set(erase_tables.NEEDLES) == set(erase_tables.REDACTORS)
+    assert set(erase_tables.REDACTORS) <= set(erase.REDACTORS)
+    assert set(erase_tables.ROW_REDACTORS) <= set(erase.ROW_REDACTORS)

@@ -124,9 +124,13 @@ async def _redact_ledger(writer: StoreWriter, redaction: Redaction) -> int:
 
     Every entry of a redactable op is decoded: about 5 µs an entry on LoCoMo's
     ledgers, where letting SQLite pick the entries that name an erased id (``instr``)
-    was slower from 8 ids on (benchmarks/erase.py).
+    was slower from 8 ids on (benchmarks/erase.py). A subsystem's op is read only
+    when the erasure reached its rows, and an entry of it decoded only when its text
+    names one of them (``erase_tables.NEEDLES``): its entries can be many (captured
+    actions) and most erasures (a memory, retention) reach none of them.
     """
-    ops = list(REDACTORS)
+    needles = {op: erase_tables.needles(op, redaction) for op in REDACTORS}
+    ops = [op for op in REDACTORS if needles[op] != []]
     sql = (
         f"SELECT seq, at, op, payload FROM ledger WHERE seq > ?"
         f" AND op IN ({placeholders(len(ops))}) ORDER BY seq LIMIT ?"
@@ -135,6 +139,9 @@ async def _redact_ledger(writer: StoreWriter, redaction: Redaction) -> int:
     while rows := await fetch(writer.conn, sql, (after, *ops, LEDGER_BATCH)):
         updates = []
         for seq, at, op, payload in rows:
+            wanted = needles[op]
+            if wanted is not None and not any(needle in payload for needle in wanted):
+                continue
             before = msgspec.json.decode(payload)
             redacted = REDACTORS[op](before, redaction, at)
             if redacted != before:
@@ -272,9 +279,10 @@ async def erase_memories(writer: StoreWriter, memory_ids: Sequence[str], *, at: 
 
 
 async def erase_session(writer: StoreWriter, session_id: str, *, at: str) -> SessionErasure:
-    """Erase a session: its turns, its memories, the memories drawn from its turns, its row.
+    """Erase a session: its turns, its memories, the memories drawn from its turns, its row,
+    and what the subsystems keep of it (``erase_tables``), even with no turn of it stored.
 
-    Returns an empty erasure for an unknown (or already erased) session.
+    Returns an empty erasure for a session nothing holds (unknown, or already erased).
     """
     forgotten = await fetch(
         writer.conn,
@@ -300,7 +308,8 @@ async def _session_erasure(writer: StoreWriter, session_id: str, at: str) -> Era
     )
     memories = list(dict.fromkeys([row[0] for row in own] + await _drawn_from(writer, turns)))
     found = await fetch(writer.conn, "SELECT id FROM sessions WHERE id = ?", (session_id,))
-    return Erasure(at=at, memories=memories, messages=turns, sessions=[row[0] for row in found])
+    known = bool(found) or await erase_tables.has_session_rows(writer, session_id)
+    return Erasure(at=at, memories=memories, messages=turns, sessions=[session_id] if known else [])
 
 
 async def _log(writer: StoreWriter, erasure: Erasure) -> Erasure:

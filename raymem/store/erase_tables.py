@@ -161,11 +161,16 @@ async def _actions(writer: StoreWriter, r: Redaction) -> Mapping[str, Iterable[s
     """A session's captured actions; the targets and failure kinds they showed, for patterns."""
     rows = []
     for chunk in chunks(sorted(r.sessions)):
+        # Through the indexes: a session's closed actions by its sequences, its open ones
+        # by the partial index of open actions (the table has no index of sessions).
+        where = placeholders(len(chunk))
         rows += await fetch(
             writer.conn,
-            "SELECT id, target_ids, action_type, target_type, error_code, outcome FROM actions"
-            f" WHERE session_id IN ({placeholders(len(chunk))})",
-            chunk,
+            f"SELECT {_ACTION_COLUMNS} FROM actions WHERE sequence_id IN"
+            f" (SELECT id FROM action_sequences WHERE session_id IN ({where}))"
+            f" UNION ALL SELECT {_ACTION_COLUMNS} FROM actions"
+            f" WHERE session_id IN ({where}) AND sequence_id IS NULL",
+            [*chunk, *chunk],
         )
     ids = [row[0] for row in rows]
     await _delete(writer, "actions", "id", ids)
@@ -174,6 +179,9 @@ async def _actions(writer: StoreWriter, r: Redaction) -> Mapping[str, Iterable[s
         "action_targets": {target for row in rows for target in json.loads(row[1])},
         "action_keys": {_key(*row[2:5]) for row in rows if row[5] != "success"},
     }
+
+
+_ACTION_COLUMNS = "id, target_ids, action_type, target_type, error_code, outcome"
 
 
 def _key(action_type: str, target_type: str, error_code: str | None) -> str:
@@ -203,12 +211,15 @@ async def _patterns(writer: StoreWriter, r: Redaction) -> Mapping[str, Iterable[
     keys, targets = r.ids("action_keys"), r.ids("action_targets")
     if not (keys or targets):
         return {}
-    live = await fetch(
-        writer.conn,
-        "SELECT DISTINCT action_type, target_type, error_code FROM actions"
-        " WHERE outcome != 'success'",
-    )
-    dead = keys - {_key(*row) for row in live}
+    dead = set()
+    for key in sorted(keys):  # a key still shown is found early; few are not
+        if not await fetch(
+            writer.conn,
+            "SELECT 1 FROM actions WHERE action_type = ? AND target_type = ?"
+            " AND error_code IS ? AND outcome != 'success' LIMIT 1",
+            json.loads(key),
+        ):
+            dead.add(key)
     kept = await select_ids(
         writer,
         "SELECT DISTINCT j.value FROM actions a, json_each(a.target_ids) j WHERE j.value IN ({})",
@@ -337,6 +348,23 @@ TABLE_ERASERS: dict[str, TableEraser] = {
     "dream_changes": _dream_changes,  # with retired_memories
 }
 
+#: Tables whose rows belong to a session (``session_id``): a session known only to them
+#: (actions captured, a work item opened, without a turn) is a session to erase all the same.
+SESSION_TABLES = ("work_items", "episodes", "action_sequences", "pattern_injections")
+
+
+async def has_session_rows(writer: StoreWriter, session_id: str) -> bool:
+    """Whether a subsystem's table holds a row of the session."""
+    for table in SESSION_TABLES:
+        if await fetch(
+            writer.conn, f"SELECT 1 FROM {table} WHERE session_id = ? LIMIT 1", (session_id,)
+        ):
+            return True
+    # Its actions: the open ones by their partial index; closed ones have a sequence above.
+    sql = "SELECT 1 FROM actions WHERE session_id = ? AND sequence_id IS NULL LIMIT 1"
+    return bool(await fetch(writer.conn, sql, (session_id,)))
+
+
 #: Ledger ops of the subsystems whose payloads carry what the erasers remove.
 REDACTORS: dict[str, Redactor] = {
     "episode": _episode,
@@ -349,6 +377,32 @@ REDACTORS: dict[str, Redactor] = {
     "proposal": _proposal,
     "dream_adopt": _dream_adopt,
 }
+
+
+def _quoted(ids: Iterable[str]) -> list[str]:
+    """Ids as the ledger's JSON writes them, to look for in an entry's text."""
+    return [msgspec.json.encode(i).decode() for i in sorted(ids)]
+
+
+#: For the ops above: (redaction) -> the JSON strings one of which an entry's text holds
+#: when the redaction can change it; an empty list: no entry of the op can change.
+NEEDLES: dict[str, Callable[[Redaction], list[str]]] = {
+    "episode": lambda r: _quoted(r.ids("episodes")),
+    "working_memory": lambda r: _quoted(r.ids("work_items")),
+    "actions": lambda r: _quoted(r.sessions),
+    "action_sequences": lambda r: _quoted(r.sessions),
+    "pattern_injections": lambda r: _quoted(r.sessions),
+    "patterns": lambda r: _quoted(r.ids("patterns") | r.ids("pattern_targets")),
+    "pattern_annotate": lambda r: _quoted(r.ids("patterns") | r.ids("pattern_targets")),
+    "proposal": lambda r: _quoted(r.ids("proposals")),
+    "dream_adopt": lambda r: _quoted(r.memories),
+}
+
+
+def needles(op: str, redaction: Redaction) -> list[str] | None:
+    """What an entry of ``op`` must contain to be redacted; None: any entry may be."""
+    find = NEEDLES.get(op)
+    return None if find is None else find(redaction)
 
 
 def _without(column: str, name: str) -> RowRedactor:
