@@ -88,7 +88,8 @@ class SessionOperations(ProfileBase):
 
     @entry
     async def delete_session(self, session_id: str) -> SessionDeleted:
-        """Erase a session: its turns, its memories and the memories drawn from its turns.
+        """Erase a session: its turns, its memories and the memories drawn from its turns,
+        and what the subsystems keep of it (``raymem.store.erase_tables``).
 
         A retry after ``ErasureIncomplete`` finishes removing the old copies, then
         answers ``SessionNotFound``: the session is gone.
