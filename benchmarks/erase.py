@@ -11,8 +11,13 @@
    two parts that grow with the profile measured alone (a scan of the ledger that
    changes nothing, and a full-text merge), with the file and ledger sizes.
 
+3. erasing a session in a profile whose procedural memory holds many captured
+   actions (``--action-sessions`` sessions of ``ACTIONS_PER_SESSION`` actions, each
+   closed into a sequence, patterns evaluated): what the subsystems' erasers and
+   the ledger entries of the actions add to a session erasure.
+
     python benchmarks/erase.py ../shared/data/locomo10.json [--limit-conversations 10]
-        [--rounds 3]
+        [--rounds 3] [--action-sessions 500]
 """
 
 import argparse
@@ -33,6 +38,8 @@ from locomo import sessions, turn_text  # one reading of the LoCoMo format
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 DIM = 384  # all-MiniLM-L6-v2's, so vector rows have their real size
 ERASURES = 5  # memories and sessions erased, each timed
+ACTIONS_PER_SESSION = 100
+FAILURE_EVERY = 5  # one captured action in this many fails, with one of three error codes
 
 
 async def _vectorise(store: Any, rng: np.random.Generator) -> None:
@@ -154,6 +161,52 @@ async def erasing(data: list[dict[str, Any]], workdir: Path) -> dict[str, Any]:
         await store.close()
 
 
+async def erasing_with_actions(workdir: Path, sessions: int) -> dict[str, Any]:
+    """Session erasures in a profile of ``sessions`` sessions of captured actions (no turns)."""
+    from datetime import UTC, datetime, timedelta
+
+    from raymem.pipelines.procedural import capture, patterns, sequences
+    from raymem.store import ProfileStore, erase, to_db_time, utc_now
+    from raymem.types_procedural import ActionIn
+
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    store = await ProfileStore.open(workdir / "actions.db", dim=DIM)
+    try:
+        await capture.set_enabled(store, True, now=start)
+        for number in range(sessions):
+            began = start + timedelta(minutes=number)
+            fails = [i % FAILURE_EVERY == 0 for i in range(ACTIONS_PER_SESSION)]
+            actions = [
+                ActionIn(
+                    session_id=f"s{number}",
+                    action_type=f"act{i % 7}",
+                    target_type="node",
+                    outcome="failure" if fails[i] else "success",
+                    error_code=f"E{i % 3}" if fails[i] else None,
+                    target_ids=[f"n{number}-{i % 10}"],
+                    intent=f"task {number}",
+                    at=began + timedelta(milliseconds=i),
+                )
+                for i in range(ACTIONS_PER_SESSION)
+            ]
+            await capture.capture(store, actions, now=began)
+            await sequences.close_session(store, f"s{number}", began + timedelta(minutes=1))
+        await patterns.evaluate_patterns(store, start + timedelta(days=1))
+        assert await store.truncate_wal()
+        at = to_db_time(utc_now())
+        runs = [
+            await _timed(store, lambda w, n=number: erase.erase_session(w, f"s{n}", at=at))
+            for number in range(0, sessions, max(1, sessions // ERASURES))[:ERASURES]
+        ]
+        return {
+            "actions": sessions * ACTIONS_PER_SESSION,
+            "ledger_entries": await store.reads.ledger_seq(),
+            "session": {key: statistics.median(run[key] for run in runs) for key in runs[0]},
+        }
+    finally:
+        await store.close()
+
+
 def _median_ingested_at(path: Path) -> str:
     from raymem.store.connection import open_sync
 
@@ -186,6 +239,13 @@ def print_table(result: dict[str, Any]) -> None:
         f"  of which, alone: ledger scan {alone['ledger_scan_s'] * 1000:.1f} ms,"
         f" full-text merge of the turns {alone['fts_merge_s'] * 1000:.1f} ms"
     )
+    actions = result["erasing_with_actions"]
+    print(
+        f"\nerasing a session among {actions['actions']} captured actions"
+        f" ({actions['ledger_entries']} ledger entries):"
+        f" {actions['session']['transaction_s'] * 1000:.1f} ms,"
+        f" emptying the WAL {actions['session']['wal_s'] * 1000:.1f} ms"
+    )
 
 
 def main() -> None:
@@ -193,6 +253,9 @@ def main() -> None:
     parser.add_argument("locomo", type=Path, help="path to locomo10.json")
     parser.add_argument("--limit-conversations", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3, help="A/B rounds of the storing test")
+    parser.add_argument(
+        "--action-sessions", type=int, default=500, help="sessions of captured actions"
+    )
     args = parser.parse_args()
     data = json.loads(args.locomo.read_text())[: args.limit_conversations]
     workdir = Path(tempfile.mkdtemp(prefix="raymem-erase-bench-"))
@@ -201,6 +264,9 @@ def main() -> None:
             "conversations": len(data),
             "storing": asyncio.run(storing(data, workdir, args.rounds)),
             "erasing": asyncio.run(erasing(data, workdir)),
+            "erasing_with_actions": asyncio.run(
+                erasing_with_actions(workdir, args.action_sessions)
+            ),
             "cpus": os.cpu_count(),
         }
     finally:

@@ -378,3 +378,46 @@ def test_retention_erases_old_turns_from_the_file_and_object_storage(
     wait_until(lambda: not holding(bucket_bytes(s3_client, settings), secret), timeout=60)
     assert holding(file_bytes(settings, name), secret) == []
     run_blocking(calls.delete())
+
+
+def test_deleting_a_session_reaches_its_work_actions_and_an_open_dream(
+    http: httpx.Client, serve_app: Any, server_settings: Settings, profile_name: str
+) -> None:
+    secret, kept = marker(), marker()
+    base = f"/v1/profiles/{profile_name}"
+    ingest(http, profile_name, "s1", f"My locker code is {secret}.", "I like tea.")
+    ingest(http, profile_name, "s2", f"My cat is named {kept}.")
+    assert http.put(f"{base}/procedural", json={"enabled": True}).status_code == 200
+    for session, word in (("s1", secret), ("s2", kept)):
+        action = {
+            "session_id": session,
+            "action_type": "update_node",
+            "target_type": "node",
+            "target_ids": [f"n-{word}"],
+            "outcome": "success",
+            "intent": f"rename {word}",
+        }
+        assert http.post(f"{base}/actions", json={"actions": [action]}).status_code == 200
+        item = {"objective": f"Change the code {word}", "session_id": session}
+        opened = http.post(f"{base}/work-items", json=item)
+        assert opened.status_code < 300, opened.text
+        closed = http.post(f"{base}/work-items/{opened.json()['id']}/close", json={"outcome": word})
+        assert closed.status_code == 200, closed.text
+    dream_id = http.post(f"{base}/dreams", json={}).json()["id"]
+    with Client(serve_app) as client:
+        ready = client.get_profile(profile_name).wait_dream(dream_id, timeout_s=120)
+    assert ready.state == "ready", ready.error
+    candidates = profile_path(server_settings, TENANT, profile_name).parent / "dreams"
+    assert any(secret.encode() in path.read_bytes() for path in candidates.iterdir())
+
+    assert http.delete(f"{base}/sessions/s1").status_code == 200
+
+    dream = http.get(f"{base}/dreams/{dream_id}").json()
+    assert dream["state"] == "discarded" and "erasure" in dream["error"]
+    assert list(candidates.iterdir()) == []
+    assert holding(file_bytes(server_settings, profile_name), secret) == []
+    exported = export_text(http, profile_name)
+    assert secret.encode() not in exported
+    assert exported.count(kept.encode()) >= 4  # turn, action, work item, episode
+    items = http.get(f"{base}/work-items").json()
+    assert [item["session_id"] for item in items["work_items"]] == ["s2"]

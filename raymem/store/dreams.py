@@ -256,9 +256,14 @@ async def replay_adopt(writer: StoreWriter, data: dict[str, Any], at: str) -> No
 # ------------------------------------------------------------------ files
 
 
+def candidate_dir(profile_path: Path) -> Path:
+    """Where a profile's dreams write their candidates: ``<profile dir>/dreams``."""
+    return profile_path.parent / "dreams"
+
+
 def candidate_path(profile_path: Path, dream_id: str) -> Path:
     """Where a dream writes its candidate: ``<profile dir>/dreams/<dream id>.db``."""
-    return profile_path.parent / "dreams" / f"{dream_id}.db"
+    return candidate_dir(profile_path) / f"{dream_id}.db"
 
 
 def copy_profile(source: Path, target: Path) -> None:

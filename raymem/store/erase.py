@@ -9,6 +9,10 @@ Forgetting hides a memory; erasing removes text. What one erasure reaches:
 - retention: the turns received before a time; the memories drawn from them stay
   (they are the long-term memory that retention keeps).
 
+The subsystems' tables (work items, episodes, procedural memory, review
+proposals, dream changes) lose what was drawn from those: each has one eraser in
+``raymem.store.erase_tables``, which says what it reaches.
+
 All of it in one transaction:
 
 - turns are deleted with their vectors (sqlite-vec zeroes a deleted vector) and
@@ -16,6 +20,8 @@ All of it in one transaction:
 - an erased memory stays in its version chain as a tombstone (text, topic key,
   event time, provenance and search questions emptied, ``erased_at`` set), hidden
   like a forgotten memory, its vector deleted;
+- the subsystems' rows drawn from them are deleted (or their text emptied) by
+  their table erasers (``erase_tables.TABLE_ERASERS``);
 - every earlier ledger entry that carries erased text is rewritten by its op's
   redactor (``REDACTORS``), and one entry records the erasure, by ids only;
 - the full-text indexes touched are merged ('optimize'): a deleted row's terms
@@ -29,15 +35,17 @@ which ledger seq on an erasure still waits for them, until ``clear_pending``.
 """
 
 import json
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import msgspec
 
 from raymem.errors import MemoryNotFound
+from raymem.store import erase_tables
+from raymem.store.erase_tables import TABLE_ERASERS, chunks, select_ids
+from raymem.store.redaction import Redaction, Redactor, RowRedactor
 from raymem.store.rows import content_hash, placeholders
-from raymem.store.writer import IN_LIST_ROWS, StoreWriter, fetch
+from raymem.store.writer import StoreWriter, fetch
 
 #: Ledger entries read, redacted and rewritten per step of the scan.
 LEDGER_BATCH = 2000
@@ -59,75 +67,21 @@ class Erasure(msgspec.Struct, kw_only=True, frozen=True):
         return not (self.memories or self.messages or self.sessions)
 
 
+def _redaction_of(erasure: Erasure) -> Redaction:
+    return Redaction(
+        at=erasure.at,
+        memories=frozenset(erasure.memories),
+        messages=frozenset(erasure.messages),
+        sessions=frozenset(erasure.sessions),
+    )
+
+
 class SessionErasure(NamedTuple):
     erasure: Erasure
     memories_forgotten: int  # the session's own memories that were not yet forgotten
 
 
-@dataclass(frozen=True)
-class Redaction:
-    """What a redactor removes from a ledger payload."""
-
-    at: str  # when the erasure happened: a tombstone's ``erased_at``
-    memories: frozenset[str] = frozenset()
-    messages: frozenset[str] = frozenset()
-    sessions: frozenset[str] = frozenset()
-    messages_before: str | None = None  # retention: every turn received before this time
-
-    @classmethod
-    def of(cls, erasure: Erasure) -> "Redaction":
-        return cls(
-            at=erasure.at,
-            memories=frozenset(erasure.memories),
-            messages=frozenset(erasure.messages),
-            sessions=frozenset(erasure.sessions),
-        )
-
-    def drops_turn(self, turn: dict[str, Any], ingested_at: str) -> bool:
-        before = self.messages_before
-        return (
-            turn["id"] in self.messages
-            or turn["session_id"] in self.sessions
-            or (before is not None and ingested_at < before)
-        )
-
-    def memory(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """A ``memory`` ledger payload, emptied when the memory is erased.
-
-        Its ``forgotten_at`` and ``erased_at`` come from the ``forget`` and ``erase``
-        entries that follow it, on replay as on the original.
-        """
-        if payload["id"] not in self.memories:
-            return payload
-        return {
-            **payload,
-            "content": "",
-            "topic_key": None,
-            "event_time": None,
-            "source_message_ids": [],
-            "source_spans": [],
-            "search_queries": [],
-        }
-
-    def memory_row(self, row: dict[str, Any]) -> dict[str, Any]:
-        """A whole memory row (of an ``import`` entry), as a tombstone when it is erased."""
-        if row["id"] not in self.memories:
-            return row
-        return {
-            **self.memory(row),
-            "forgotten_at": row["forgotten_at"] or self.at,
-            "erased_at": row.get("erased_at") or self.at,
-        }
-
-
 # ------------------------------------------------------------------ redactors
-
-#: Rewrites one ledger payload (decoded JSON) without what a redaction removes:
-#: (payload, redaction, the entry's time) -> the payload to keep, equal to the
-#: input when nothing in it is erased. Replay must accept what it returns.
-Redactor = Callable[[Any, Redaction, str], Any]
-#: The same for the rows of one table inside an ``import`` entry.
-RowRedactor = Callable[[list[dict[str, Any]], Redaction], list[dict[str, Any]]]
 
 
 def _messages(payload: list[dict[str, Any]], redaction: Redaction, at: str) -> Any:
@@ -152,6 +106,7 @@ ROW_REDACTORS: dict[str, RowRedactor] = {
     "sessions": lambda rows, r: [row for row in rows if row["id"] not in r.sessions],
     "messages": lambda rows, r: [row for row in rows if not r.drops_turn(row, row["ingested_at"])],
     "memories": lambda rows, r: [r.memory_row(row) for row in rows],
+    **erase_tables.ROW_REDACTORS,
 }
 
 #: Ledger ops whose payloads can carry text: op -> its redactor. A subsystem that
@@ -160,6 +115,7 @@ REDACTORS: dict[str, Redactor] = {
     "messages": _messages,
     "memory": _memory,
     "import": _import,
+    **erase_tables.REDACTORS,
 }
 
 
@@ -168,9 +124,13 @@ async def _redact_ledger(writer: StoreWriter, redaction: Redaction) -> int:
 
     Every entry of a redactable op is decoded: about 5 µs an entry on LoCoMo's
     ledgers, where letting SQLite pick the entries that name an erased id (``instr``)
-    was slower from 8 ids on (benchmarks/erase.py).
+    was slower from 8 ids on (benchmarks/erase.py). A subsystem's op is read only
+    when the erasure reached its rows, and an entry of it decoded only when its text
+    names one of them (``erase_tables.NEEDLES``): its entries can be many (captured
+    actions) and most erasures (a memory, retention) reach none of them.
     """
-    ops = list(REDACTORS)
+    needles = {op: erase_tables.needles(op, redaction) for op in REDACTORS}
+    ops = [op for op in REDACTORS if needles[op] != []]
     sql = (
         f"SELECT seq, at, op, payload FROM ledger WHERE seq > ?"
         f" AND op IN ({placeholders(len(ops))}) ORDER BY seq LIMIT ?"
@@ -179,6 +139,9 @@ async def _redact_ledger(writer: StoreWriter, redaction: Redaction) -> int:
     while rows := await fetch(writer.conn, sql, (after, *ops, LEDGER_BATCH)):
         updates = []
         for seq, at, op, payload in rows:
+            wanted = needles[op]
+            if wanted is not None and not any(needle in payload for needle in wanted):
+                continue
             before = msgspec.json.decode(payload)
             redacted = REDACTORS[op](before, redaction, at)
             if redacted != before:
@@ -193,43 +156,30 @@ async def _redact_ledger(writer: StoreWriter, redaction: Redaction) -> int:
 # ---------------------------------------------------------------- the rows
 
 
-def _chunks(ids: Sequence[str]) -> Iterable[Sequence[str]]:
-    for start in range(0, len(ids), IN_LIST_ROWS):
-        yield ids[start : start + IN_LIST_ROWS]
-
-
-async def _ids(writer: StoreWriter, sql: str, ids: Sequence[str]) -> list[str]:
-    """The first column of ``sql`` (with one ``IN ({})`` list) over ``ids``, in chunks."""
-    found: dict[str, None] = {}
-    for chunk in _chunks(ids):
-        rows = await fetch(writer.conn, sql.format(placeholders(len(chunk))), chunk)
-        found.update(dict.fromkeys(row[0] for row in rows))
-    return list(found)
-
-
 async def _drawn_from(writer: StoreWriter, turn_ids: Sequence[str]) -> list[str]:
     """Memories not yet erased whose sources include one of ``turn_ids``."""
     sql = (
         "SELECT DISTINCT m.id FROM memories m, json_each(m.source_message_ids) s"
         " WHERE m.erased_at IS NULL AND s.value IN ({})"
     )
-    return await _ids(writer, sql, turn_ids)
+    return await select_ids(writer, sql, turn_ids)
 
 
 async def _apply(writer: StoreWriter, redaction: Redaction) -> None:
-    """Delete the turns and sessions, make the memories tombstones, redact the ledger."""
+    """Delete the turns and sessions, make the memories tombstones, remove what the
+    subsystems' tables drew from them (``TABLE_ERASERS``), redact the ledger."""
     conn = writer.conn
     messages, memories = sorted(redaction.messages), sorted(redaction.memories)
-    touched = await _ids(
+    touched = await select_ids(
         writer, "SELECT DISTINCT session_id FROM messages WHERE id IN ({})", messages
     )
-    for chunk in _chunks(messages):
+    for chunk in chunks(messages):
         where = f"id IN ({placeholders(len(chunk))})"
         await writer.delete_vectors(
             "message_vectors", f"SELECT seq FROM messages WHERE {where}", chunk
         )
         await conn.execute(f"DELETE FROM messages WHERE {where}", chunk)
-    for chunk in _chunks(memories):
+    for chunk in chunks(memories):
         where = f"id IN ({placeholders(len(chunk))})"
         await writer.delete_vectors(
             "memory_vectors", f"SELECT seq FROM memories WHERE {where}", chunk
@@ -241,11 +191,13 @@ async def _apply(writer: StoreWriter, redaction: Redaction) -> None:
             f" erased_at = coalesce(erased_at, ?) WHERE {where}",
             (TOMBSTONE_HASH, redaction.at, redaction.at, *chunk),
         )
-    for chunk in _chunks(sorted(redaction.sessions)):
+    for chunk in chunks(sorted(redaction.sessions)):
         await conn.execute(f"DELETE FROM sessions WHERE id IN ({placeholders(len(chunk))})", chunk)
     # Retention expires old turns but keeps their sessions (and the memories drawn from
     # them): a session row gone would read as evidence erased (a dream retires those).
-    await _follow_remaining_turns(writer, touched, keep_empty=redaction.messages_before is not None)
+    await _follow_remaining_turns(writer, touched, keep_empty=redaction.is_retention)
+    for eraser in TABLE_ERASERS.values():
+        redaction = redaction.adding(await eraser(writer, redaction))
     await _redact_ledger(writer, redaction)
     # Merge each touched full-text index into one segment without the deleted terms.
     if messages or redaction.messages_before is not None:
@@ -264,7 +216,7 @@ async def _follow_remaining_turns(
     A session row is made from its turns (it starts at the earliest), so replaying
     the redacted ledger, which no longer holds the erased turns, makes the same rows.
     """
-    for chunk in _chunks(session_ids):
+    for chunk in chunks(session_ids):
         where = f"id IN ({placeholders(len(chunk))})"
         if not keep_empty:
             await writer.conn.execute(
@@ -306,7 +258,7 @@ async def erase_memories(writer: StoreWriter, memory_ids: Sequence[str], *, at: 
         MemoryNotFound: one of ``memory_ids`` is unknown.
     """
     rows = []
-    for chunk in _chunks(list(dict.fromkeys(memory_ids))):
+    for chunk in chunks(list(dict.fromkeys(memory_ids))):
         rows += await fetch(
             writer.conn,
             "SELECT id, source_message_ids, erased_at FROM memories"
@@ -319,7 +271,7 @@ async def erase_memories(writer: StoreWriter, memory_ids: Sequence[str], *, at: 
             raise MemoryNotFound(memory_id)
     targets = [row for row in rows if row[2] is None]
     sources = list(dict.fromkeys(i for row in targets for i in json.loads(row[1])))
-    turns = await _ids(writer, "SELECT id FROM messages WHERE id IN ({})", sources)
+    turns = await select_ids(writer, "SELECT id FROM messages WHERE id IN ({})", sources)
     drawn = await _drawn_from(writer, sources)
     memories = list(dict.fromkeys([row[0] for row in targets] + drawn))
     erasure = Erasure(at=at, memories=memories, messages=turns)
@@ -327,9 +279,10 @@ async def erase_memories(writer: StoreWriter, memory_ids: Sequence[str], *, at: 
 
 
 async def erase_session(writer: StoreWriter, session_id: str, *, at: str) -> SessionErasure:
-    """Erase a session: its turns, its memories, the memories drawn from its turns, its row.
+    """Erase a session: its turns, its memories, the memories drawn from its turns, its row,
+    and what the subsystems keep of it (``erase_tables``), even with no turn of it stored.
 
-    Returns an empty erasure for an unknown (or already erased) session.
+    Returns an empty erasure for a session nothing holds (unknown, or already erased).
     """
     forgotten = await fetch(
         writer.conn,
@@ -355,12 +308,13 @@ async def _session_erasure(writer: StoreWriter, session_id: str, at: str) -> Era
     )
     memories = list(dict.fromkeys([row[0] for row in own] + await _drawn_from(writer, turns)))
     found = await fetch(writer.conn, "SELECT id FROM sessions WHERE id = ?", (session_id,))
-    return Erasure(at=at, memories=memories, messages=turns, sessions=[row[0] for row in found])
+    known = bool(found) or await erase_tables.has_session_rows(writer, session_id)
+    return Erasure(at=at, memories=memories, messages=turns, sessions=[session_id] if known else [])
 
 
 async def _log(writer: StoreWriter, erasure: Erasure) -> Erasure:
     if not erasure.is_empty():
-        await _apply(writer, Redaction.of(erasure))
+        await _apply(writer, _redaction_of(erasure))
         await writer.log("erase", erasure, at=erasure.at)
     return erasure
 
@@ -410,7 +364,7 @@ async def clear_pending(writer: StoreWriter, *, upto_seq: int) -> None:
 
 
 async def replay_erase(writer: StoreWriter, data: dict[str, Any], at: str) -> None:
-    await _apply(writer, Redaction.of(msgspec.convert(data, Erasure)))
+    await _apply(writer, _redaction_of(msgspec.convert(data, Erasure)))
 
 
 async def replay_purge(writer: StoreWriter, data: dict[str, Any], at: str) -> None:
@@ -421,4 +375,4 @@ async def replay_session_delete(writer: StoreWriter, data: dict[str, Any], at: s
     """An older version's session deletion (it forgot the memories); replayed as an erasure."""
     erasure = await _session_erasure(writer, data["id"], data["at"])
     if not erasure.is_empty():
-        await _apply(writer, Redaction.of(erasure))
+        await _apply(writer, _redaction_of(erasure))

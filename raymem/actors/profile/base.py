@@ -320,7 +320,7 @@ class ProfileBase:
             purged = await erase.erase_turns_before(writer, cutoff)
         if purged:
             log.info("profile %s: erased %d turns older than %s", self.name, purged, cutoff)
-            await self._after_write()
+            await self._after_erasure()
             await self._finish_erasure(f"{purged} turns older than {cutoff}")
         return purged
 
@@ -335,6 +335,15 @@ class ProfileBase:
             await self._durability.remove_erased_copies()
         except OldCopiesRemain as exc:
             raise ErasureIncomplete(what, str(exc)) from exc
+
+    async def _after_erasure(self) -> None:
+        """A committed erasure: as every write, and the copies of the profile made for
+        work in progress (a dream's candidate) go."""
+        await self._after_write()
+        await self._end_copies()
+
+    async def _end_copies(self) -> None:
+        """Discard the working copies of the profile (a mixin that makes some says how)."""
 
     async def _after_write(self) -> None:
         """Every committed write: embed what is new, ship the ledger as durability says,

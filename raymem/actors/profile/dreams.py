@@ -33,6 +33,8 @@ from raymem.types import (
 log = logging.getLogger(__name__)
 
 MAX_LISTED = 100  # dreams one listing returns at most, newest first
+#: The error of a dream an erasure ended (its candidate held copies of the erased text).
+ERASED_DURING_DREAM = "an erasure ended the dream: its candidate held erased text"
 
 
 def status_of(dream: DreamRow) -> DreamStatus:
@@ -97,6 +99,14 @@ class DreamOperations(ProfileBase):
         if self._dream_jobs is not None:
             await self._dream_jobs.close()
         await super()._stop_work()
+
+    async def _end_copies(self) -> None:
+        """An erasure ends the open dream: its candidate holds what was erased."""
+        await super()._end_copies()
+        if self._dream_jobs is not None:
+            ended = await self._dream_jobs.end_open(ERASED_DURING_DREAM)
+            if ended is not None:
+                log.info("profile %s: dream %s %s by an erasure", self.name, ended.id, ended.state)
 
     async def _hibernate(self) -> None:
         """Stop a running dream at its last completed step first; it resumes on activation."""

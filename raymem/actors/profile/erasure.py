@@ -24,7 +24,7 @@ class ErasureOperations(ProfileBase):
         async with self._open_store.write() as writer:
             erased = await erase.erase_memories(writer, [memory_id], at=to_db_time(utc_now()))
         if not erased.is_empty():
-            await self._after_write()
+            await self._after_erasure()
         await self._finish_erasure(f"Memory {memory_id!r}")
         return MemoryErasure(
             memory_id=memory_id,

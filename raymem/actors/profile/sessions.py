@@ -88,7 +88,8 @@ class SessionOperations(ProfileBase):
 
     @entry
     async def delete_session(self, session_id: str) -> SessionDeleted:
-        """Erase a session: its turns, its memories and the memories drawn from its turns.
+        """Erase a session: its turns, its memories and the memories drawn from its turns,
+        and what the subsystems keep of it (``raymem.store.erase_tables``).
 
         A retry after ``ErasureIncomplete`` finishes removing the old copies, then
         answers ``SessionNotFound``: the session is gone.
@@ -96,7 +97,7 @@ class SessionOperations(ProfileBase):
         async with self._open_store.write() as writer:
             erased = await erase.erase_session(writer, session_id, at=to_db_time(utc_now()))
         if not erased.erasure.is_empty():
-            await self._after_write()
+            await self._after_erasure()
         await self._finish_erasure(f"Session {session_id!r}")
         if erased.erasure.is_empty():
             raise SessionNotFound(session_id)

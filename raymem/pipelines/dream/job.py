@@ -408,6 +408,30 @@ class Dreams:
                     await task
             return await self._close(dream, "cancelled")
 
+    async def end_open(self, reason: str) -> DreamRow | None:
+        """End the open dream without adopting it: cancel a running one, discard a ready one.
+
+        An erasure calls this once it committed: the candidate copied the profile
+        before, text and all, and adopting it would bring erased memories back. Its
+        row keeps ``reason`` as its error. Returns the dream ended, None when none was open.
+        """
+        async with self._lock:
+            found = await jobs.open_dream(self.store.reader)
+            ended = None
+            if found is not None:
+                dream = msgspec.structs.replace(await self.status(found.id), error=reason)
+                task = self._tasks.pop(dream.id, None)
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+                state: DreamState = "cancelled" if dream.state == "running" else "discarded"
+                ended = await self._close(dream, state)
+            # No dream is open now: a candidate left behind (a crash) is a stale copy too.
+            for path in jobs.candidate_dir(self.store.path).glob("*.db"):
+                jobs.remove_files(path)
+            return ended
+
     async def close(self) -> None:
         """Stop the dreams running here (hibernation): each resumes on the next activation."""
         for task in self._tasks.values():

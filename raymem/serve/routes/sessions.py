@@ -88,7 +88,8 @@ class SessionRoutes(IngressBase):
         responses=http.response_schema(SessionDeleted),
     )
     async def delete_session(self, profile: str, session_id: str, request: Request) -> Response:
-        """Erase a session: its turns, its memories and every memory drawn from its turns.
+        """Erase a session: its turns, its memories and every memory drawn from its turns,
+        its work items, episodes and captured actions, and ends an open dream.
 
         Answers once no copy holds their text; a 503 ``erasure_incomplete``: the same
         call again finishes removing older copies (then answers 404: the session is gone).
