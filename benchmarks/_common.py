@@ -205,16 +205,24 @@ class Bm25Baseline:
 # ------------------------------------------------------------------ output
 
 COLUMNS = ("any@5", "any@10", "all@5", "all@10", "frac@10", "ndcg@10", "mrr")
+#: The knowledge-update table's one score: the share of questions whose newest answer
+#: session ranks above the older ones.
+NEWEST_FIRST = ("newest_first",)
 
 
-def table(title: str, rows: list[tuple[str, dict[str, float]]]) -> str:
-    """A fixed-width text table: one row per (label, means)."""
-    header = f"{'':34}{'n':>6}" + "".join(f"{c:>9}" for c in COLUMNS)
+def table(
+    title: str, rows: list[tuple[str, dict[str, float]]], columns: Sequence[str] = COLUMNS
+) -> str:
+    """A fixed-width text table: one row per (label, means), one column per score."""
+    widths = [max(9, len(c) + 1) for c in columns]
+    header = f"{'':34}{'n':>6}" + "".join(f"{c:>{w}}" for c, w in zip(columns, widths, strict=True))
     lines = [title, header, "-" * len(header)]
     for label, means in rows:
         if not means:
             continue
-        cells = "".join(f"{means.get(c, float('nan')):>9.3f}" for c in COLUMNS)
+        cells = "".join(
+            f"{means.get(c, float('nan')):>{w}.3f}" for c, w in zip(columns, widths, strict=True)
+        )
         lines.append(f"{label:34}{int(means['n']):>6}{cells}")
     return "\n".join(lines)
 

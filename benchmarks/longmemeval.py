@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import (
+    NEWEST_FIRST,
     Bm25Baseline,
     Tally,
     hit_turns,
@@ -222,7 +223,13 @@ def report(runner: Runner, categories: list[str], args: argparse.Namespace) -> d
                 results["metrics"][name].setdefault("update", {})[category] = tally.mean([category])
     if rows:
         print()
-        print(table("LongMemEval_S: the newest answer session ranks above the older ones", rows))
+        print(
+            table(
+                "LongMemEval_S: the newest answer session ranks above the older ones",
+                rows,
+                NEWEST_FIRST,
+            )
+        )
     results["latency_ms"] = {key: percentiles(values) for key, values in runner.latency.items()}
     results["stage_ms"] = {key: percentiles(values) for key, values in runner.stages.items()}
     print("\nrecall latency (ms):", json.dumps(results["latency_ms"]))

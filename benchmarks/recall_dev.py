@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import Tally, hit_turns, percentiles, score_ranking, table
+from _common import NEWEST_FIRST, Tally, hit_turns, percentiles, score_ranking, table
 
 from raymem.config import load_settings
 from raymem.pipelines import ingest as ingest_pipeline
@@ -255,7 +255,13 @@ async def run_longmemeval(
     updates = [kind for kind in kinds if tally["update"].rows.get(kind)]
     if updates:
         rows = [(kind, tally["update"].mean([kind])) for kind in updates]
-        print(table("LongMemEval_S: the newest answer session ranks above the older ones", rows))
+        print(
+            table(
+                "LongMemEval_S: the newest answer session ranks above the older ones",
+                rows,
+                NEWEST_FIRST,
+            )
+        )
     print("recall latency without query embedding (ms):", percentiles(latency))
     save(args, tally, latency, categories=kinds)
 
