@@ -25,7 +25,10 @@ ARTIFACTS = Path(__file__).parent / "artifacts"
 TIMEOUT_S = 120  # generous: the box running the suite may be loaded many times over
 
 
-@pytest.fixture(scope="session")
+# One browser per test module, not per session: Playwright's sync API keeps an event
+# loop running in the test thread while it is open, which the asyncio tests of later
+# modules cannot share.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     if not CHROMIUM.exists():
         pytest.fail("Debian's chromium is needed: apt-get install -y chromium (see .ci/run)")

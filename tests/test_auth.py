@@ -22,6 +22,7 @@ import pytest
 from conftest import wait_until
 
 from raymem.actors.catalog import CATALOG_FILE
+from raymem.actors.layout import DISK_FILE
 from raymem.config import ApiKey, AuthSettings, ConfigError, Settings, hash_key, load_settings
 from raymem.serve.auth import check_listen_address, is_loopback
 from raymem.types import NAME_PATTERN
@@ -403,6 +404,8 @@ def test_crafted_names_never_reach_another_tenant(auth_url, alice, bob, auth_app
     new_dirs = data_dirs(auth_app) - dirs_before
     assert not new_dirs, new_dirs
     for entry in Path(auth_app.data_dir).iterdir():
+        if entry.name == DISK_FILE:  # the service's own: which disk this data_dir is
+            continue
         if entry.name == CATALOG_FILE.parent.name:  # the service's own: the profile catalog
             catalog = CATALOG_FILE.name
             assert {f.name for f in entry.iterdir()} <= {
