@@ -11,6 +11,7 @@ import asyncio
 import gzip
 import itertools
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,26 @@ async def rows(store: ProfileStore) -> list[Any]:
 
 async def ledger(store: ProfileStore) -> list[tuple[int, str, str, str]]:
     return await store.reads.ledger_entries(0, limit=100_000)
+
+
+async def replayed_copies(
+    store: ProfileStore, unredacted: list[tuple[int, str, str, str]], tmp_path: Path
+) -> AsyncIterator[tuple[str, ProfileStore]]:
+    """Copies of ``store`` rebuilt by replay: one from its redacted ledger, one from the
+    entries it had before the erasures followed by the erase entries (which redact)."""
+    redacted = await ledger(store)
+    for name, entries in (
+        ("redacted", redacted),
+        ("old", unredacted + [e for e in redacted if e[2] == "erase"]),
+    ):
+        copy = await ProfileStore.open(tmp_path / name / "profile.db", dim=DIM)
+        try:
+            async with copy.write() as writer:
+                for entry in entries:
+                    assert await replay(writer, *entry)
+            yield name, copy
+        finally:
+            await copy.close()
 
 
 async def vectorise(store: ProfileStore, seed: int = 0) -> dict[int, bytes]:
@@ -345,23 +366,13 @@ async def test_replaying_a_redacted_ledger_gives_the_same_profile(
 
     # A copy replays the redacted ledger; another the entries it had before the
     # erasures and then the erase entries, which redact what it holds.
-    for name, entries in (
-        ("redacted", redacted),
-        ("old", unredacted + [e for e in redacted if e[2] == "erase"]),
-    ):
-        copy = await ProfileStore.open(tmp_path / name / "profile.db", dim=DIM)
-        try:
-            async with copy.write() as writer:
-                for seq, at, op, payload in entries:
-                    assert await replay(writer, seq, at, op, payload)
-            assert await copy.truncate_wal()
-            assert await rows(copy) == await rows(store), name
-            assert await ledger(copy) == redacted, name
-            assert holding(file_artefacts(copy.path), secret) == [], name
-            assert await copy.reads.history("m-2") == await store.reads.history("m-2")
-            assert "m-1" in [m.id for m in await copy.reads.history("m-2")]
-        finally:
-            await copy.close()
+    async for name, copy in replayed_copies(store, unredacted, tmp_path):
+        assert await copy.truncate_wal()
+        assert await rows(copy) == await rows(store), name
+        assert await ledger(copy) == redacted, name
+        assert holding(file_artefacts(copy.path), secret) == [], name
+        assert await copy.reads.history("m-2") == await store.reads.history("m-2")
+        assert "m-1" in [m.id for m in await copy.reads.history("m-2")]
 
 
 async def test_an_import_entry_is_redacted_and_still_replays(store: ProfileStore, tmp_path: Path):

@@ -25,6 +25,7 @@ from test_erase import (
     ledger,
     marker,
     memory_with,
+    replayed_copies,
     rows,
     turns,
 )
@@ -196,20 +197,10 @@ async def test_erasing_a_session_reaches_actions_patterns_episodes_and_work_item
     # A copy replaying the redacted ledger, or the old one and then the erase entry,
     # holds the same rows and none of the text.
     redacted = await ledger(store)
-    for name, entries in (
-        ("redacted", redacted),
-        ("old", unredacted + [e for e in redacted if e[2] == "erase"]),
-    ):
-        copy = await ProfileStore.open(tmp_path / name / "profile.db", dim=DIM)
-        try:
-            async with copy.write() as writer:
-                for entry in entries:
-                    assert await replay(writer, *entry)
-            assert await rows(copy) == await rows(store), name
-            assert await ledger(copy) == redacted, name
-            assert holding(await artefacts(copy), gone) == [], name
-        finally:
-            await copy.close()
+    async for name, copy in replayed_copies(store, unredacted, tmp_path):
+        assert await rows(copy) == await rows(store), name
+        assert await ledger(copy) == redacted, name
+        assert holding(await artefacts(copy), gone) == [], name
 
 
 async def test_an_imported_session_is_erased_from_the_import_entry(
@@ -330,21 +321,10 @@ async def test_erasing_a_memory_reaches_episodes_proposals_and_dream_changes(
     )
     assert [tuple(r) for r in retired] == [("m-coffee", ""), ("m-tea", f"{kept} wins")]
 
-    redacted = await ledger(store)
-    for name, entries in (
-        ("redacted", redacted),
-        ("old", unredacted + [e for e in redacted if e[2] == "erase"]),
-    ):
-        copy = await ProfileStore.open(tmp_path / name / "profile.db", dim=DIM)
-        try:
-            async with copy.write() as writer:
-                for entry in entries:
-                    assert await replay(writer, *entry)
-            assert await rows(copy) == await rows(store), name
-            assert await dream_store.read_changes(copy.reader, "d-1") == changes, name
-            assert holding(await artefacts(copy), secret) == [], name
-        finally:
-            await copy.close()
+    async for name, copy in replayed_copies(store, unredacted, tmp_path):
+        assert await rows(copy) == await rows(store), name
+        assert await dream_store.read_changes(copy.reader, "d-1") == changes, name
+        assert holding(await artefacts(copy), secret) == [], name
 
 
 async def test_erasing_a_memory_keeps_the_blocks_work_items_and_actions(store: ProfileStore):
