@@ -291,8 +291,9 @@ class ProfileCatalog:
             )
 
     async def _refresh_hosts(self, *, now: bool = False) -> None:
-        """Start (or find) the profile hosts of every node, drop those of nodes gone, and
-        wait until each host has said which disk it opens profiles on.
+        """Drop the hosts of nodes gone and start (or find) the hosts wanted: those of every
+        node, or on demand at least ``min_hosts``. Each new host says which disk it opens
+        profiles on as it starts (``_describe``); a lease waits for that (``_described``).
 
         Looks at the nodes at most every ``NODES_REFRESH_S`` unless ``now``."""
         loop = asyncio.get_running_loop()
