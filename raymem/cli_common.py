@@ -8,9 +8,25 @@ from typing import Any
 
 import click
 import httpx
+import msgspec
 
 from raymem.client import DEFAULT_URL, Client, RaymemHTTPError
 from raymem.config import ObjectStoreSettings
+
+
+def json_option(command: Any) -> Any:
+    """``--json``: print JSON for scripts (the parameter ``as_json``)."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(command)
+
+
+def profile_option(command: Any) -> Any:
+    """``--profile/-p``: the profile a command works on (required)."""
+    return click.option("--profile", "-p", required=True, help="Profile name.")(command)
+
+
+def echo_json(value: Any) -> None:
+    """Print a result (a msgspec Struct, or plain data) as one line of JSON."""
+    click.echo(msgspec.json.encode(value).decode())
 
 
 def client_options(command: Any) -> Any:

@@ -7,25 +7,19 @@ exits 0 on success, 1 on a server or connection error, 2 on a usage error.
 """
 
 from pathlib import Path
-from typing import Any
 
 import click
-import msgspec
 
-from raymem.cli_common import client_options, open_client, read_turns, server_errors
+from raymem.cli_common import (
+    client_options,
+    echo_json,
+    json_option,
+    open_client,
+    profile_option,
+    read_turns,
+    server_errors,
+)
 from raymem.types_context import Block, WorkItem
-
-
-def _json_option(command: Any) -> Any:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(command)
-
-
-def _profile_option(command: Any) -> Any:
-    return click.option("--profile", "-p", required=True, help="Profile name.")(command)
-
-
-def _echo_json(value: Any) -> None:
-    click.echo(msgspec.json.encode(value).decode())
 
 
 def _show_block(block: Block) -> None:
@@ -50,12 +44,12 @@ def context() -> None:
 
 @context.command()
 @click.argument("query", default="")
-@_profile_option
+@profile_option
 @click.option("--session", "-s", default=None, help="Session: its recent turns and work items.")
 @click.option("--budget", "budget_chars", type=int, default=None, help="Budget in characters.")
 @click.option("--tokens", "budget_tokens", type=int, default=None, help="Budget in tokens.")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "text"]), default="markdown")
-@_json_option
+@json_option
 @client_options
 def show(
     query: str,
@@ -78,7 +72,7 @@ def show(
             format="text" if fmt == "text" else "markdown",
         )
     if as_json:
-        _echo_json(result)
+        echo_json(result)
         return
     click.echo(result.text)
     cut = sum(len(refs) for refs in result.dropped.values())
@@ -90,15 +84,15 @@ def show(
 
 
 @context.command()
-@_profile_option
-@_json_option
+@profile_option
+@json_option
 @client_options
 def blocks(profile: str, as_json: bool, url: str, token: str | None) -> None:
     """List PROFILE's core blocks with their entries."""
     with open_client(url, token) as client, server_errors():
         listing = client.get_profile(profile).blocks()
     if as_json:
-        _echo_json(listing)
+        echo_json(listing)
         return
     for block in listing.blocks:
         _show_block(block)
@@ -107,7 +101,7 @@ def blocks(profile: str, as_json: bool, url: str, token: str | None) -> None:
 @context.command("set-limit")
 @click.argument("block")
 @click.argument("limit", type=int)
-@_profile_option
+@profile_option
 @client_options
 def set_limit(block: str, limit: int, profile: str, url: str, token: str | None) -> None:
     """Create BLOCK with LIMIT characters, or change its limit."""
@@ -118,7 +112,7 @@ def set_limit(block: str, limit: int, profile: str, url: str, token: str | None)
 @context.command()
 @click.argument("block")
 @click.argument("content")
-@_profile_option
+@profile_option
 @client_options
 def add(block: str, content: str, profile: str, url: str, token: str | None) -> None:
     """Add CONTENT to BLOCK (refused when the block would pass its limit)."""
@@ -133,7 +127,7 @@ def add(block: str, content: str, profile: str, url: str, token: str | None) -> 
 @click.argument("block")
 @click.argument("old")
 @click.argument("new")
-@_profile_option
+@profile_option
 @client_options
 def replace(block: str, old: str, new: str, profile: str, url: str, token: str | None) -> None:
     """Rewrite BLOCK's entry whose whole text is OLD as NEW."""
@@ -145,7 +139,7 @@ def replace(block: str, old: str, new: str, profile: str, url: str, token: str |
 @context.command()
 @click.argument("block")
 @click.argument("content")
-@_profile_option
+@profile_option
 @client_options
 def remove(block: str, content: str, profile: str, url: str, token: str | None) -> None:
     """Remove BLOCK's entry whose whole text is CONTENT."""
@@ -155,7 +149,7 @@ def remove(block: str, content: str, profile: str, url: str, token: str | None) 
 
 @context.command("open")
 @click.argument("objective")
-@_profile_option
+@profile_option
 @click.option("--session", "-s", default=None, help="The session the work belongs to.")
 @click.option("--target", default=None, help="Delivery target.")
 @click.option("--todo", "todos", multiple=True, help="A step of the plan (repeatable).")
@@ -179,9 +173,9 @@ def open_item(
 
 @context.command()
 @click.argument("item_id")
-@_profile_option
+@profile_option
 @click.option("--outcome", default=None, help="How the work ended.")
-@_json_option
+@json_option
 @client_options
 def close(
     item_id: str, profile: str, outcome: str | None, as_json: bool, url: str, token: str | None
@@ -190,23 +184,23 @@ def close(
     with open_client(url, token) as client, server_errors():
         closed = client.get_profile(profile).close_work_item(item_id, outcome=outcome)
     if as_json:
-        _echo_json(closed)
+        echo_json(closed)
         return
     episode = closed.episode
     click.echo(f"episode {episode.id}: {episode.title}\n{episode.summary}")
 
 
 @context.command()
-@_profile_option
+@profile_option
 @click.option("--session", "-s", default=None, help="One session's work items only.")
-@_json_option
+@json_option
 @client_options
 def work(profile: str, session: str | None, as_json: bool, url: str, token: str | None) -> None:
     """Print PROFILE's working memory: open work items, tasks and instructions."""
     with open_client(url, token) as client, server_errors():
         memory = client.get_profile(profile).working_memory(session_id=session)
     if as_json:
-        _echo_json(memory)
+        echo_json(memory)
         return
     for item in memory.work_items:
         _show_item(item)
@@ -215,10 +209,10 @@ def work(profile: str, session: str | None, as_json: bool, url: str, token: str 
 
 
 @context.command()
-@_profile_option
+@profile_option
 @click.option("--session", "-s", default=None, help="One session's episodes only.")
 @click.option("--limit", "-n", default=20, show_default=True)
-@_json_option
+@json_option
 @client_options
 def episodes(
     profile: str, session: str | None, limit: int, as_json: bool, url: str, token: str | None
@@ -227,7 +221,7 @@ def episodes(
     with open_client(url, token) as client, server_errors():
         page = client.get_profile(profile).episodes(session_id=session, limit=limit)
     if as_json:
-        _echo_json(page)
+        echo_json(page)
         return
     for episode in page.episodes:
         click.echo(f"{episode.ended_at:%Y-%m-%d %H:%M} {episode.source_ref}  {episode.title}")
@@ -235,19 +229,19 @@ def episodes(
 
 @context.command()
 @click.argument("source_ref")
-@_profile_option
+@profile_option
 @client_options
 def ref(source_ref: str, profile: str, url: str, token: str | None) -> None:
     """Print the record SOURCE_REF names (JSON, with its kind)."""
     with open_client(url, token) as client, server_errors():
-        _echo_json(client.get_profile(profile).resolve(source_ref))
+        echo_json(client.get_profile(profile).resolve(source_ref))
 
 
 @context.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@_profile_option
+@profile_option
 @click.option("--session", "-s", required=True, help="Session id of the turns.")
-@_json_option
+@json_option
 @client_options
 def flush(
     file: Path, profile: str, session: str, as_json: bool, url: str, token: str | None
@@ -256,7 +250,7 @@ def flush(
     with open_client(url, token) as client, server_errors():
         result = client.get_profile(profile).flush(read_turns(file), session_id=session)
     if as_json:
-        _echo_json(result)
+        echo_json(result)
         return
     click.echo(
         f"messages: {result.messages.stored} stored; memories: {result.memories.added} added,"

@@ -7,32 +7,26 @@ Like ``raymem memory``: ``--url``/``--token``, ``--json`` for scripts, exit 1 on
 server error.
 """
 
-from typing import Any, Literal
+from typing import Literal
 
 import click
-import msgspec
 
-from raymem.cli_common import client_options, open_client, server_errors
+from raymem.cli_common import (
+    client_options,
+    echo_json,
+    json_option,
+    open_client,
+    profile_option,
+    server_errors,
+)
 from raymem.types import DreamDiff, DreamStatus, Proposal, ProposalState
 
 WAIT_TIMEOUT_S = 3600.0  # how long ``dream start --wait`` waits for a dream at most
 
 
-def _json_option(command: Any) -> Any:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(command)
-
-
-def _profile_option(command: Any) -> Any:
-    return click.option("--profile", "-p", required=True, help="Profile name.")(command)
-
-
-def _echo_json(value: Any) -> None:
-    click.echo(msgspec.json.encode(value).decode())
-
-
 def _show_dream(dream: DreamStatus, as_json: bool) -> None:
     if as_json:
-        _echo_json(dream)
+        echo_json(dream)
         return
     progress = dream.progress
     counts = ", ".join(f"{name} {count}" for name, count in sorted(dream.counts.items()))
@@ -58,11 +52,11 @@ def dream() -> None:
 
 
 @dream.command()
-@_profile_option
+@profile_option
 @click.option("--instructions", "-i", default="", help="What to focus on, in plain text.")
 @click.option("--max-sessions", type=int, default=None, help="Recent sessions to read.")
 @click.option("--wait", is_flag=True, help="Wait until the dream is ready (or failed).")
-@_json_option
+@json_option
 @client_options
 def start(
     profile: str,
@@ -83,15 +77,15 @@ def start(
 
 
 @dream.command("ls")
-@_profile_option
-@_json_option
+@profile_option
+@json_option
 @client_options
 def list_dreams(profile: str, as_json: bool, url: str, token: str | None) -> None:
     """List PROFILE's latest dreams, newest first."""
     with open_client(url, token) as client, server_errors():
         listing = client.get_profile(profile).dreams()
     if as_json:
-        _echo_json(listing)
+        echo_json(listing)
         return
     click.echo(f"{'DREAM':<32} {'STATE':<10} {'STEP':<15} STARTED")
     for item in listing.dreams:
@@ -100,8 +94,8 @@ def list_dreams(profile: str, as_json: bool, url: str, token: str | None) -> Non
 
 @dream.command()
 @click.argument("dream_id")
-@_profile_option
-@_json_option
+@profile_option
+@json_option
 @client_options
 def status(dream_id: str, profile: str, as_json: bool, url: str, token: str | None) -> None:
     """Show DREAM_ID's state, progress and counts."""
@@ -112,24 +106,24 @@ def status(dream_id: str, profile: str, as_json: bool, url: str, token: str | No
 
 @dream.command()
 @click.argument("dream_id")
-@_profile_option
-@_json_option
+@profile_option
+@json_option
 @client_options
 def diff(dream_id: str, profile: str, as_json: bool, url: str, token: str | None) -> None:
     """List every change DREAM_ID makes, with its reason and the memories it touches."""
     with open_client(url, token) as client, server_errors():
         changes = client.get_profile(profile).dream_diff(dream_id)
     if as_json:
-        _echo_json(changes)
+        echo_json(changes)
     else:
         _show_diff(changes)
 
 
 @dream.command()
 @click.argument("dream_id")
-@_profile_option
+@profile_option
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-@_json_option
+@json_option
 @client_options
 def adopt(
     dream_id: str, profile: str, yes: bool, as_json: bool, url: str, token: str | None
@@ -140,7 +134,7 @@ def adopt(
     with open_client(url, token) as client, server_errors():
         adopted = client.get_profile(profile).adopt_dream(dream_id)
     if as_json:
-        _echo_json(adopted)
+        echo_json(adopted)
         return
     click.echo(f"adopted {dream_id}: {adopted.applied} changes applied")
     for skipped in adopted.skipped:
@@ -149,8 +143,8 @@ def adopt(
 
 @dream.command()
 @click.argument("dream_id")
-@_profile_option
-@_json_option
+@profile_option
+@json_option
 @client_options
 def discard(dream_id: str, profile: str, as_json: bool, url: str, token: str | None) -> None:
     """Delete a ready DREAM_ID's candidate; the profile stays as it is."""
@@ -160,8 +154,8 @@ def discard(dream_id: str, profile: str, as_json: bool, url: str, token: str | N
 
 @dream.command()
 @click.argument("dream_id")
-@_profile_option
-@_json_option
+@profile_option
+@json_option
 @client_options
 def cancel(dream_id: str, profile: str, as_json: bool, url: str, token: str | None) -> None:
     """Stop a running DREAM_ID and delete its candidate."""
@@ -181,7 +175,7 @@ def _show_proposal(proposal: Proposal) -> None:
 
 def _show_decided(proposal: Proposal, as_json: bool) -> None:
     if as_json:
-        _echo_json(proposal)
+        echo_json(proposal)
     else:
         _show_proposal(proposal)
 
@@ -193,9 +187,9 @@ def review() -> None:
 
 @review.command()
 @click.argument("mode", type=click.Choice(["apply", "review"]), required=False)
-@_profile_option
+@profile_option
 @click.option("--below", type=click.FloatRange(0.0, 1.0), default=None, help="Threshold.")
-@_json_option
+@json_option
 @client_options
 def mode(
     mode: Literal["apply", "review"] | None,
@@ -210,15 +204,15 @@ def mode(
         target = client.get_profile(profile)
         found = target.review_mode() if mode is None else target.set_review_mode(mode, below=below)
     if as_json:
-        _echo_json(found)
+        echo_json(found)
     else:
         click.echo(f"{found.mode} (below {found.below})")
 
 
 @review.command("ls")
-@_profile_option
+@profile_option
 @click.option("--state", type=click.Choice(["pending", "approved", "rejected"]), default="pending")
-@_json_option
+@json_option
 @client_options
 def list_proposals(
     profile: str, state: ProposalState, as_json: bool, url: str, token: str | None
@@ -227,7 +221,7 @@ def list_proposals(
     with open_client(url, token) as client, server_errors():
         listing = client.get_profile(profile).proposals(state=state)
     if as_json:
-        _echo_json(listing)
+        echo_json(listing)
         return
     for proposal in listing.proposals:
         _show_proposal(proposal)
@@ -235,8 +229,8 @@ def list_proposals(
 
 @review.command()
 @click.argument("proposal_id")
-@_profile_option
-@_json_option
+@profile_option
+@json_option
 @client_options
 def approve(proposal_id: str, profile: str, as_json: bool, url: str, token: str | None) -> None:
     """Make the change PROPOSAL_ID holds."""
@@ -247,8 +241,8 @@ def approve(proposal_id: str, profile: str, as_json: bool, url: str, token: str 
 
 @review.command()
 @click.argument("proposal_id")
-@_profile_option
-@_json_option
+@profile_option
+@json_option
 @client_options
 def reject(proposal_id: str, profile: str, as_json: bool, url: str, token: str | None) -> None:
     """Leave both memories of PROPOSAL_ID as they are."""

@@ -10,21 +10,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import click
-import msgspec
 
-from raymem.cli_common import client_options, open_client, server_errors
+from raymem.cli_common import client_options, echo_json, json_option, open_client, server_errors
 from raymem.client import Profile
 from raymem.types import Memory, ProfileList, SessionList
 
 PAGE_SIZE = 100  # memories per request: the server's largest page by default
-
-
-def _json_option(command: Any) -> Any:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(command)
-
-
-def _echo_json(value: Any) -> None:
-    click.echo(msgspec.json.encode(value).decode())
 
 
 def _when(moment: Any) -> str:
@@ -50,7 +41,7 @@ def memory() -> None:
 
 @memory.command("ls")
 @click.option("--profile", "-p", default=None, help="List this profile's sessions instead.")
-@_json_option
+@json_option
 @client_options
 def ls(profile: str | None, as_json: bool, url: str, token: str | None) -> None:
     """List profiles, or a profile's sessions with --profile."""
@@ -63,7 +54,7 @@ def ls(profile: str | None, as_json: bool, url: str, token: str | None) -> None:
 
 def _show_profiles(listing: ProfileList, as_json: bool) -> None:
     if as_json:
-        _echo_json(listing)
+        echo_json(listing)
         return
     click.echo(f"{'PROFILE':<32} {'MESSAGES':>9} {'MEMORIES':>9} {'SESSIONS':>9}")
     for info in listing.profiles:
@@ -72,7 +63,7 @@ def _show_profiles(listing: ProfileList, as_json: bool) -> None:
 
 def _show_sessions(listing: SessionList, as_json: bool) -> None:
     if as_json:
-        _echo_json(listing)
+        echo_json(listing)
         return
     click.echo(f"{'SESSION':<32} {'STARTED':<17} {'ENDED':<17} {'MESSAGES':>9}")
     for session in listing.sessions:
@@ -85,7 +76,7 @@ def _show_sessions(listing: SessionList, as_json: bool) -> None:
 @memory.command()
 @click.argument("session")
 @click.option("--profile", "-p", required=True)
-@_json_option
+@json_option
 @client_options
 def show(session: str, profile: str, as_json: bool, url: str, token: str | None) -> None:
     """Show SESSION's conversation and the memories derived from it."""
@@ -94,7 +85,7 @@ def show(session: str, profile: str, as_json: bool, url: str, token: str | None)
         messages = target.session(session).last().messages
         memories = list(_session_memories(target, session))
     if as_json:
-        _echo_json({"session_id": session, "messages": messages, "memories": memories})
+        echo_json({"session_id": session, "messages": messages, "memories": memories})
         return
     click.echo(f"session {session} ({len(messages)} turns)")
     for message in messages:
@@ -111,7 +102,7 @@ def show(session: str, profile: str, as_json: bool, url: str, token: str | None)
 @click.argument("query")
 @click.option("--profile", "-p", required=True)
 @click.option("--limit", "-n", default=10, show_default=True)
-@_json_option
+@json_option
 @client_options
 def search(
     query: str, profile: str, limit: int, as_json: bool, url: str, token: str | None
@@ -120,7 +111,7 @@ def search(
     with open_client(url, token) as client, server_errors():
         result = client.get_profile(profile).recall(query, limit=limit)
     if as_json:
-        _echo_json(result)
+        echo_json(result)
         return
     click.echo(f"{'#':>3} {'SCORE':>8} {'TYPE':<12} {'CHANNELS':<40} CONTENT")
     for rank, hit in enumerate(result.memories, 1):
@@ -135,7 +126,7 @@ def search(
 @click.argument("session")
 @click.option("--profile", "-p", required=True)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-@_json_option
+@json_option
 @client_options
 def end(session: str, profile: str, yes: bool, as_json: bool, url: str, token: str | None) -> None:
     """End SESSION and consolidate it into long-term memories."""
@@ -144,7 +135,7 @@ def end(session: str, profile: str, yes: bool, as_json: bool, url: str, token: s
     with open_client(url, token) as client, server_errors():
         ended = client.get_profile(profile).session(session).end()
     if as_json:
-        _echo_json(ended)
+        echo_json(ended)
         return
     counts = ended.memories
     click.echo(
@@ -158,7 +149,7 @@ def end(session: str, profile: str, yes: bool, as_json: bool, url: str, token: s
 @click.option("--profile", "-p", required=True)
 @click.option("--all", "everything", is_flag=True, help="Delete the whole profile.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-@_json_option
+@json_option
 @client_options
 def rm(
     session: str | None,
@@ -191,7 +182,7 @@ def rm(
             assert session is not None
             result = target.session(session).delete()
     if as_json:
-        _echo_json(result)
+        echo_json(result)
     elif everything:
         click.echo(f"deleted profile {profile}")
     else:
@@ -205,7 +196,7 @@ def rm(
 @click.argument("memory_id")
 @click.option("--profile", "-p", required=True)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-@_json_option
+@json_option
 @client_options
 def erase(
     memory_id: str, profile: str, yes: bool, as_json: bool, url: str, token: str | None
@@ -221,7 +212,7 @@ def erase(
     with open_client(url, token) as client, server_errors():
         erased = client.get_profile(profile).erase(memory_id)
     if as_json:
-        _echo_json(erased)
+        echo_json(erased)
         return
     click.echo(
         f"erased memory {memory_id}: {erased.memories_erased} memories and"

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-import msgspec
 
-from raymem.cli_common import client_options, open_client, server_errors
+from raymem.cli_common import client_options, echo_json, open_client, server_errors
 from raymem.client_procedural import ProceduralClient
 from raymem.types_procedural import ActionPage, PatternList, SkillList
 
@@ -30,10 +29,6 @@ def _options(command: Any) -> Any:
     )
     command = click.option("--profile", "-p", required=True, help="Profile name.")(command)
     return client_options(command)
-
-
-def _echo_json(value: Any) -> None:
-    click.echo(msgspec.json.encode(value).decode())
 
 
 def _when(moment: datetime | None) -> str:
@@ -59,7 +54,7 @@ def status(profile: str, as_json: bool, url: str, token: str | None) -> None:
     with _procedural(url, token, profile) as memory:
         state = memory.state()
     if as_json:
-        _echo_json(state)
+        echo_json(state)
         return
     counts = state.counts
     click.echo(
@@ -76,7 +71,7 @@ def enable(profile: str, as_json: bool, url: str, token: str | None) -> None:
     with _procedural(url, token, profile) as memory:
         state = memory.enable()
     if as_json:
-        _echo_json(state)
+        echo_json(state)
     else:
         click.echo(f"procedural memory on for {profile}")
 
@@ -88,7 +83,7 @@ def disable(profile: str, as_json: bool, url: str, token: str | None) -> None:
     with _procedural(url, token, profile) as memory:
         state = memory.disable()
     if as_json:
-        _echo_json(state)
+        echo_json(state)
     else:
         click.echo(f"procedural memory off for {profile}")
 
@@ -126,7 +121,7 @@ def capture(file: Path, profile: str, as_json: bool, url: str, token: str | None
             totals["duplicates"] += result.duplicates
             totals["ignored"] += result.ignored
     if as_json:
-        _echo_json(totals)
+        echo_json(totals)
         return
     click.echo(
         f"actions: {totals['stored']} stored, {totals['duplicates']} duplicates,"
@@ -172,7 +167,7 @@ def actions(
 
 def _show_actions(page: ActionPage, as_json: bool) -> None:
     if as_json:
-        _echo_json(page)
+        echo_json(page)
         return
     click.echo(f"{'AT':<19} {'SESSION':<16} {'ACTION':<20} {'TARGET':<16} {'OUTCOME':<9} ERROR")
     for a in page.actions:
@@ -217,7 +212,7 @@ def patterns(
 
 def _show_patterns(found: PatternList, as_json: bool) -> None:
     if as_json:
-        _echo_json(found)
+        echo_json(found)
         return
     for p in found.patterns:
         marks = [
@@ -251,7 +246,7 @@ def annotate(
     with _procedural(url, token, profile) as memory:
         pattern = memory.annotate(pattern_id, None if clear else note)
     if as_json:
-        _echo_json(pattern)
+        echo_json(pattern)
     else:
         click.echo(f"{pattern_id}: note {pattern.annotation!r}")
 
@@ -268,7 +263,7 @@ def suppress(
         pattern = memory.suppress(pattern_id, not undo)
     state = "suppressed" if pattern.suppressed else "injected again"
     if as_json:
-        _echo_json(pattern)
+        echo_json(pattern)
     else:
         click.echo(f"{pattern_id}: {state}")
 
@@ -291,7 +286,7 @@ def inject(
     with _procedural(url, token, profile) as memory:
         block = memory.inject(action_type=action_type, target_type=target_type, target_ids=targets)
     if as_json:
-        _echo_json(block)
+        echo_json(block)
     else:
         click.echo(block.text or "(nothing to inject)")
 
@@ -306,7 +301,7 @@ def evaluate(
     with _procedural(url, token, profile) as memory:
         result = memory.evaluate(now=now)
     if as_json:
-        _echo_json(result)
+        echo_json(result)
         return
     changes = result.patterns
     click.echo(
@@ -333,7 +328,7 @@ def metrics(
         if metric_id is None:
             listing = memory.metrics()
             if as_json:
-                _echo_json(listing)
+                echo_json(listing)
                 return
             for m in listing.metrics:
                 kind = "built-in" if m.builtin else "custom"
@@ -342,7 +337,7 @@ def metrics(
             return
         bench = memory.benchmark(metric_id)
     if as_json:
-        _echo_json(bench)
+        echo_json(bench)
         return
     click.echo(f"{'AT':<19} {'VALUE':>8} {'SAMPLES':>8} {'BASELINE':>9} {'DELTA':>8}")
     for row in bench.rows:
@@ -372,7 +367,7 @@ def skills(
 
 def _show_skills(found: SkillList, as_json: bool) -> None:
     if as_json:
-        _echo_json(found)
+        echo_json(found)
         return
     for skill in found.skills:
         click.echo(f"{skill.id}  [{skill.status}] {skill.name}: {skill.when_to_use}")
@@ -391,6 +386,6 @@ def review(
     with _procedural(url, token, profile) as memory:
         skill = memory.discard_skill(skill_id) if discard else memory.adopt_skill(skill_id)
     if as_json:
-        _echo_json(skill)
+        echo_json(skill)
     else:
         click.echo(f"{skill_id}: {skill.status}")
