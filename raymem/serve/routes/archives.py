@@ -28,10 +28,7 @@ class ArchiveRoutes(IngressBase):
         responses=http.response_schema(SnapshotResult),
     )
     async def snapshot(self, profile: str, request: Request) -> Response:
-        principal = self._profile(request, profile, write=True)
-        with self._calls(principal, profile) as calls:
-            snapshot = await calls.snapshot()
-        return http.json_response(snapshot)
+        return await self._answer(request, profile, lambda calls: calls.snapshot(), write=True)
 
     @app.get(
         "/v1/profiles/{profile}/export",

@@ -6,10 +6,10 @@ No ``from __future__ import annotations``: FastAPI inside Serve then answers 422
 import collections
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
-from fastapi import Request
+from fastapi import Request, Response
 from ray.serve.handle import DeploymentHandle
 
 from raymem import __version__
@@ -58,6 +58,21 @@ class IngressBase:
 
     async def _body(self, request: Request, kind: type[T]) -> T:
         return http.decode(await http.read_body(request, self.limits.max_body_bytes), kind)
+
+    async def _answer(
+        self,
+        request: Request,
+        profile: str,
+        operation: Callable[[ProfileCalls], Awaitable[object]],
+        *,
+        write: bool,
+        status: int = 200,
+    ) -> Response:
+        """Run one operation on ``profile`` for the caller and answer its result as JSON."""
+        principal = self._profile(request, profile, write=write)
+        with self._calls(principal, profile) as calls:
+            result = await operation(calls)
+        return http.json_response(result, status)
 
     @contextlib.contextmanager
     def _calls(self, principal: Principal, profile: str) -> Iterator[ProfileCalls]:

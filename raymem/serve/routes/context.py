@@ -109,10 +109,7 @@ class ContextRoutes(IngressBase):
         responses=http.response_schema(BlockList),
     )
     async def list_blocks(self, profile: str, request: Request) -> Response:
-        principal = self._profile(request, profile, write=False)
-        with self._calls(principal, profile) as calls:
-            blocks = await calls.list_blocks()
-        return http.json_response(blocks)
+        return await self._answer(request, profile, lambda calls: calls.list_blocks(), write=False)
 
     @app.put(
         "/v1/profiles/{profile}/blocks/{name}",

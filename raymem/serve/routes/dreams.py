@@ -36,46 +36,38 @@ class DreamRoutes(IngressBase):
         responses=http.response_schema(DreamList),
     )
     async def list_dreams(self, profile: str, request: Request) -> Response:
-        principal = self._profile(request, profile, write=False)
-        with self._calls(principal, profile) as calls:
-            dreams = await calls.list_dreams()
-        return http.json_response(dreams)
+        return await self._answer(request, profile, lambda calls: calls.list_dreams(), write=False)
 
     @app.get(DREAM, tags=["dreams"], responses=http.response_schema(DreamStatus))
     async def dream_status(self, profile: str, dream_id: str, request: Request) -> Response:
-        principal = self._profile(request, profile, write=False)
-        with self._calls(principal, profile) as calls:
-            dream = await calls.dream_status(dream_id)
-        return http.json_response(dream)
+        return await self._answer(
+            request, profile, lambda calls: calls.dream_status(dream_id), write=False
+        )
 
     @app.get(f"{DREAM}/diff", tags=["dreams"], responses=http.response_schema(DreamDiff))
     async def dream_diff(self, profile: str, dream_id: str, request: Request) -> Response:
         """Every change of a ready (or adopted) dream, with its reason and evidence."""
-        principal = self._profile(request, profile, write=False)
-        with self._calls(principal, profile) as calls:
-            diff = await calls.dream_diff(dream_id)
-        return http.json_response(diff)
+        return await self._answer(
+            request, profile, lambda calls: calls.dream_diff(dream_id), write=False
+        )
 
     @app.post(f"{DREAM}/adopt", tags=["dreams"], responses=http.response_schema(DreamAdopted))
     async def adopt_dream(self, profile: str, dream_id: str, request: Request) -> Response:
         """Apply a ready dream to the profile in one transaction (writes since then stay)."""
-        principal = self._profile(request, profile, write=True)
-        with self._calls(principal, profile) as calls:
-            adopted = await calls.adopt_dream(dream_id)
-        return http.json_response(adopted)
+        return await self._answer(
+            request, profile, lambda calls: calls.adopt_dream(dream_id), write=True
+        )
 
     @app.post(f"{DREAM}/discard", tags=["dreams"], responses=http.response_schema(DreamStatus))
     async def discard_dream(self, profile: str, dream_id: str, request: Request) -> Response:
         """Delete a ready dream's candidate; the profile stays as it is."""
-        principal = self._profile(request, profile, write=True)
-        with self._calls(principal, profile) as calls:
-            dream = await calls.discard_dream(dream_id)
-        return http.json_response(dream)
+        return await self._answer(
+            request, profile, lambda calls: calls.discard_dream(dream_id), write=True
+        )
 
     @app.post(f"{DREAM}/cancel", tags=["dreams"], responses=http.response_schema(DreamStatus))
     async def cancel_dream(self, profile: str, dream_id: str, request: Request) -> Response:
         """Stop a running dream and delete its candidate."""
-        principal = self._profile(request, profile, write=True)
-        with self._calls(principal, profile) as calls:
-            dream = await calls.cancel_dream(dream_id)
-        return http.json_response(dream)
+        return await self._answer(
+            request, profile, lambda calls: calls.cancel_dream(dream_id), write=True
+        )

@@ -116,10 +116,9 @@ class MemoryRoutes(IngressBase):
         responses=http.response_schema(MemoryWithHistory),
     )
     async def get_memory(self, profile: str, memory_id: str, request: Request) -> Response:
-        principal = self._profile(request, profile, write=False)
-        with self._calls(principal, profile) as calls:
-            memory = await calls.get_memory(memory_id)
-        return http.json_response(memory)
+        return await self._answer(
+            request, profile, lambda calls: calls.get_memory(memory_id), write=False
+        )
 
     @app.delete(
         "/v1/profiles/{profile}/memories/{memory_id}",
@@ -145,7 +144,6 @@ class MemoryRoutes(IngressBase):
         ``erasure_incomplete`` means erased from the profile but not yet from every older
         copy: the same call again finishes it.
         """
-        principal = self._profile(request, profile, write=True)
-        with self._calls(principal, profile) as calls:
-            erased = await calls.erase_memory(memory_id)
-        return http.json_response(erased)
+        return await self._answer(
+            request, profile, lambda calls: calls.erase_memory(memory_id), write=True
+        )

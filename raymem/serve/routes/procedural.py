@@ -62,10 +62,9 @@ class ProceduralRoutes(IngressBase):
         responses=http.response_schema(ProceduralState),
     )
     async def procedural_state(self, profile: str, request: Request) -> Response:
-        principal = self._profile(request, profile, write=False)
-        with self._calls(principal, profile) as calls:
-            state = await calls.procedural_state()
-        return http.json_response(state)
+        return await self._answer(
+            request, profile, lambda calls: calls.procedural_state(), write=False
+        )
 
     @app.put(
         "/v1/profiles/{profile}/procedural",
@@ -307,10 +306,7 @@ class ProceduralRoutes(IngressBase):
         responses=http.response_schema(MetricList),
     )
     async def list_metrics(self, profile: str, request: Request) -> Response:
-        principal = self._profile(request, profile, write=False)
-        with self._calls(principal, profile) as calls:
-            found = await calls.list_metrics()
-        return http.json_response(found)
+        return await self._answer(request, profile, lambda calls: calls.list_metrics(), write=False)
 
     @app.post(
         "/v1/profiles/{profile}/metrics",

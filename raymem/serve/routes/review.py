@@ -19,10 +19,7 @@ class ReviewRoutes(IngressBase):
         "/v1/profiles/{profile}/review", tags=["review"], responses=http.response_schema(ReviewMode)
     )
     async def review_mode(self, profile: str, request: Request) -> Response:
-        principal = self._profile(request, profile, write=False)
-        with self._calls(principal, profile) as calls:
-            mode = await calls.review_mode()
-        return http.json_response(mode)
+        return await self._answer(request, profile, lambda calls: calls.review_mode(), write=False)
 
     @app.put(
         "/v1/profiles/{profile}/review",
@@ -51,23 +48,23 @@ class ReviewRoutes(IngressBase):
         state: ProposalState | None = Query(None),
         limit: int = Query(100, ge=1, le=MAX_PROPOSALS),
     ) -> Response:
-        principal = self._profile(request, profile, write=False)
-        with self._calls(principal, profile) as calls:
-            proposals = await calls.list_proposals(state=state, limit=limit)
-        return http.json_response(proposals)
+        return await self._answer(
+            request,
+            profile,
+            lambda calls: calls.list_proposals(state=state, limit=limit),
+            write=False,
+        )
 
     @app.post(f"{PROPOSAL}/approve", tags=["review"], responses=http.response_schema(Proposal))
     async def approve_proposal(self, profile: str, proposal_id: str, request: Request) -> Response:
         """Make the change (409 when decided already, or its memories changed since)."""
-        principal = self._profile(request, profile, write=True)
-        with self._calls(principal, profile) as calls:
-            proposal = await calls.approve_proposal(proposal_id)
-        return http.json_response(proposal)
+        return await self._answer(
+            request, profile, lambda calls: calls.approve_proposal(proposal_id), write=True
+        )
 
     @app.post(f"{PROPOSAL}/reject", tags=["review"], responses=http.response_schema(Proposal))
     async def reject_proposal(self, profile: str, proposal_id: str, request: Request) -> Response:
         """Leave both memories as they are."""
-        principal = self._profile(request, profile, write=True)
-        with self._calls(principal, profile) as calls:
-            proposal = await calls.reject_proposal(proposal_id)
-        return http.json_response(proposal)
+        return await self._answer(
+            request, profile, lambda calls: calls.reject_proposal(proposal_id), write=True
+        )

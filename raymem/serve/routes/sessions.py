@@ -63,10 +63,9 @@ class SessionRoutes(IngressBase):
         responses=http.response_schema(SessionList),
     )
     async def list_sessions(self, profile: str, request: Request) -> Response:
-        principal = self._profile(request, profile, write=False)
-        with self._calls(principal, profile) as calls:
-            sessions = await calls.list_sessions()
-        return http.json_response(sessions)
+        return await self._answer(
+            request, profile, lambda calls: calls.list_sessions(), write=False
+        )
 
     @app.post(
         "/v1/profiles/{profile}/sessions/{session_id}/end",
