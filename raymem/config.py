@@ -96,6 +96,10 @@ class ModelSettings(Section, frozen=True):
     # burst holds it back embedder_background_max_delay_s at most.
     embedder_background_after_s: float = 0.25
     embedder_background_max_delay_s: float = 60.0
+    # A call to the embedder pool with no answer this long is sent once more through a
+    # new handle, then fails with 503 model_unavailable: no request waits forever on a
+    # pool. A background call may wait embedder_background_max_delay_s longer.
+    embedder_timeout_s: float = 30.0
     # auto: float16 on a GPU, bfloat16 on a CPU with native bfloat16 (AMX, AVX512-BF16;
     # 3-4x float32, cosine to float32 > 0.999), else float32. int8: dynamic int8 on
     # CPU (about 1.4x, cosine about 0.985). The store records the precision in the

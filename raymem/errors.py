@@ -387,3 +387,18 @@ class ProfileUnavailable(RaymemError):
 
     def __str__(self) -> str:
         return f"Profile {self.profile!r} is unavailable: {self.reason}"
+
+
+class ModelUnavailable(RaymemError):
+    """A model pool gave no answer in time, twice (the second time through a new
+    handle): the request fails rather than wait forever; retrying later is safe."""
+
+    status = 503
+    code = "model_unavailable"
+
+    def __init__(self, pool: str, timeout_s: float) -> None:
+        Exception.__init__(self, pool, timeout_s)  # args as given: it unpickles intact
+        self.pool, self.timeout_s = pool, timeout_s
+
+    def __str__(self) -> str:
+        return f"The {self.pool} model pool did not answer within {self.timeout_s:g} s; retry"

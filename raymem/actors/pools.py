@@ -7,15 +7,41 @@ from typing import Any
 
 import numpy as np
 from ray import serve
+from ray.serve.handle import DeploymentHandle
 
 from raymem import metrics
 from raymem.config import ModelSettings
+from raymem.errors import ModelUnavailable
 from raymem.models.priority import PriorityBatcher
 from raymem.pipelines.generators import LLMGenerator
 
 log = logging.getLogger(__name__)
 
 EMBEDDER_DEPLOYMENT = "Embedder"
+POOL_ATTEMPTS = 2  # a call with no answer is sent once more, through a new handle
+
+# One handle per model pool and process, shared by every profile of a host (a handle of
+# its own per profile would start a router per profile); replaced when it stops answering.
+_handles: dict[tuple[str, str], Any] = {}
+
+
+def pool_handle(deployment: str, app_name: str) -> Any:
+    """This process's handle to the model pool ``deployment`` of app ``app_name``.
+
+    Made directly, not with ``serve.get_deployment_handle``: that one asks the Serve
+    controller, blocking the event loop, and hands back its cached handle, where a
+    handle that stopped answering must give way to a new one (with a router of its own).
+    """
+    key = (deployment, app_name)
+    if key not in _handles:
+        _handles[key] = DeploymentHandle(deployment, app_name)
+    return _handles[key]
+
+
+def drop_pool_handle(deployment: str, app_name: str, handle: Any) -> None:
+    """``handle`` stopped answering: the next call gets a new one (unless it was replaced)."""
+    if _handles.get((deployment, app_name)) is handle:
+        del _handles[(deployment, app_name)]
 
 
 #: A background call holds ``embedder_background_chunk`` texts, or as many characters
@@ -189,6 +215,54 @@ def generator_options(models: ModelSettings) -> dict[str, Any]:
         },
         "ray_actor_options": {"num_cpus": 1, "num_gpus": models.num_gpus},
     }
+
+
+class PoolEmbedder:
+    """The embedder pool as a profile actor calls it; no call waits forever.
+
+    A call with no answer within ``models.embedder_timeout_s`` is sent once more through
+    a new handle (a Serve handle can stop routing, as after the pool's replicas restart),
+    then fails with ``ModelUnavailable`` (503). A background call may wait
+    ``embedder_background_max_delay_s`` longer: the pool holds it back on purpose.
+    """
+
+    def __init__(self, app_name: str, models: ModelSettings) -> None:
+        self._app_name = app_name
+        self._timeout_s = models.embedder_timeout_s
+        self._background_timeout_s = (
+            models.embedder_timeout_s + models.embedder_background_max_delay_s
+        )
+
+    async def info(self) -> dict[str, Any]:
+        """The pool's ``EmbedderPool.info``: the model's name and dimension."""
+        info: dict[str, Any] = await self._call("info", timeout_s=self._timeout_s)
+        return info
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        vectors: np.ndarray = await self._call("embed", texts, timeout_s=self._timeout_s)
+        return vectors
+
+    async def embed_background(self, texts: list[str]) -> np.ndarray:
+        vectors: np.ndarray = await self._call(
+            "embed_background", texts, timeout_s=self._background_timeout_s
+        )
+        return vectors
+
+    async def _call(self, method: str, *args: Any, timeout_s: float) -> Any:
+        for attempt in range(1, POOL_ATTEMPTS + 1):
+            handle = pool_handle(EMBEDDER_DEPLOYMENT, self._app_name)
+            try:
+                return await asyncio.wait_for(getattr(handle, method).remote(*args), timeout_s)
+            except TimeoutError:
+                log.warning(
+                    "embedder pool: no answer to %s within %g s (attempt %d of %d)",
+                    method,
+                    timeout_s,
+                    attempt,
+                    POOL_ATTEMPTS,
+                )
+                drop_pool_handle(EMBEDDER_DEPLOYMENT, self._app_name, handle)
+        raise ModelUnavailable("embedder", timeout_s)
 
 
 class PoolChat:

@@ -28,13 +28,17 @@ from datetime import timedelta
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import numpy as np
-from ray import serve
 
 from raymem import metrics
 from raymem.actors.catalog import COUNTS_REPORT_DELAY_S, CatalogClient
 from raymem.actors.durability import Durability, OldCopiesRemain
 from raymem.actors.layout import profile_path
-from raymem.actors.pools import EMBEDDER_DEPLOYMENT, GENERATOR_DEPLOYMENT, pool_generator
+from raymem.actors.pools import (
+    GENERATOR_DEPLOYMENT,
+    PoolEmbedder,
+    pool_generator,
+    pool_handle,
+)
 from raymem.config import Settings
 from raymem.errors import ErasureIncomplete, ProfileClosing
 from raymem.models.chat import ChatModel
@@ -79,13 +83,6 @@ class HostLink(Protocol):
         """The profile has closed its store (hibernated or deleted): the host lets it go."""
 
 
-@functools.cache
-def _deployment_handle(deployment: str, app_name: str) -> Any:
-    """One handle per model pool and process, shared by every profile of a host (a handle
-    of its own per profile would start a router per profile)."""
-    return serve.get_deployment_handle(deployment, app_name=app_name)
-
-
 def entry(
     method: Callable[Concatenate[Actor, P], Awaitable[T]],
 ) -> Callable[Concatenate[Actor, P], Awaitable[T]]:
@@ -120,7 +117,7 @@ class ProfileBase:
         self._durability = Durability(settings, tenant, profile)
         self._recaller: Recaller | None = None
         self._open_lock = asyncio.Lock()
-        self._embedder: Any = None  # the embedder pool's deployment handle
+        self._embedder = PoolEmbedder(settings.app_name, settings.models)
         self._generator: Generator | None = None
         self._prototypes = TypePrototypes()  # embedded on the first ingest that needs them
         self._slow_sections = SlowSections()  # context's core blocks and working memory
@@ -160,8 +157,7 @@ class ProfileBase:
             if self._store is not None:
                 return
             started = time.perf_counter()
-            self._embedder = _deployment_handle(EMBEDDER_DEPLOYMENT, self.settings.app_name)
-            info = await self._embedder.info.remote()
+            info = await self._embedder.info()
             store = await self._durability.open(self.path, dim=info["dim"], embedder=info["name"])
             self._generator = self._make_generator()
             chat = self._generator.chat if isinstance(self._generator, LLMGenerator) else None
@@ -198,7 +194,7 @@ class ProfileBase:
             return None
         if models.generator == "openai":
             return make_generator(models)  # the endpoint is called from here directly
-        handle = _deployment_handle(GENERATOR_DEPLOYMENT, self.settings.app_name)
+        handle = pool_handle(GENERATOR_DEPLOYMENT, self.settings.app_name)
         return pool_generator(handle, models, profile=self.name)
 
     def _episode_model(self) -> tuple[ChatModel | None, str]:
@@ -208,13 +204,11 @@ class ProfileBase:
         return None, "rules"
 
     async def _embed(self, texts: list[str]) -> np.ndarray:
-        vectors: np.ndarray = await self._embedder.embed.remote(texts)
-        return vectors
+        return await self._embedder.embed(texts)
 
     async def _embed_background(self, texts: list[str]) -> np.ndarray:
         """Embed at background priority: the requests being answered go first."""
-        vectors: np.ndarray = await self._embedder.embed_background.remote(texts)
-        return vectors
+        return await self._embedder.embed_background(texts)
 
     def hibernate_soon(self) -> None:
         """Hibernate as soon as no call is in flight (the host's bound, or a caller, asks)."""
@@ -421,7 +415,7 @@ class ProfileBase:
                     pending = await store.reads.pending_vectors(table, limit=VECTOR_BATCH)
                     if pending:
                         texts = [text for _, text in pending]
-                        vectors = await self._embedder.embed_background.remote(texts)
+                        vectors = await self._embedder.embed_background(texts)
                         async with store.write() as writer:
                             await writer.set_vectors(
                                 table, [(seq, vectors[i]) for i, (seq, _) in enumerate(pending)]

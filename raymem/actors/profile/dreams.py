@@ -87,8 +87,7 @@ class DreamOperations(ProfileBase):
 
     async def _embed_background(self, texts: list[str]) -> np.ndarray:
         """A dream's embeddings queue behind requests' (the pool's background lane)."""
-        vectors: np.ndarray = await self._embedder.embed_background.remote(texts)
-        return vectors
+        return await self._embedder.embed_background(texts)
 
     def _busy(self) -> bool:
         """A running dream keeps the profile awake, as vectorising does."""
