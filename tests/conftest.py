@@ -116,3 +116,35 @@ def http(serve_app: str) -> Iterator[httpx.Client]:
 def profile_name(request: pytest.FixtureRequest) -> str:
     """A profile name unique to the test."""
     return "t-" + re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:80] + f"-{next(_counter)}"
+
+
+# --------------------------------------------- diagnosing a failure in the session's app
+
+MAX_DIAGNOSED = 2  # failures whose profile hosts are described at the end of the run
+_diagnosed: list[str] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """On a failed test that used the session's app, note what its profile hosts are doing
+    (``diagnostics.hosts_report``): a hung request otherwise shows only as a timeout."""
+    report = yield
+    settings = getattr(item, "funcargs", {}).get("server_settings")
+    if (
+        report.failed
+        and call.when == "call"
+        and "serve_app" in getattr(item, "fixturenames", ())
+        and settings is not None
+        and len(_diagnosed) < MAX_DIAGNOSED
+    ):
+        from diagnostics import hosts_report
+
+        _diagnosed.append(f"{item.nodeid}\n{hosts_report(settings)}")
+    return report
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    if _diagnosed:
+        terminalreporter.section("profile hosts when a test of the session's app failed")
+        for text in _diagnosed:
+            terminalreporter.write_line(text)

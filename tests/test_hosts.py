@@ -1,5 +1,6 @@
 """Profile hosts: bounds from the node's memory, hibernation before memory runs short."""
 
+import time
 import uuid
 
 import msgspec
@@ -8,7 +9,7 @@ import ray
 from conftest import wait_until
 
 from raymem.actors.calls import ProfileCalls, run_blocking
-from raymem.actors.host import MB, live_bound, node_memory
+from raymem.actors.host import MB, hosts_stacks, live_bound, node_memory
 from raymem.actors.registry import ProfileRouter
 from raymem.config import ProfileSettings
 from raymem.errors import ProfileMoved
@@ -72,3 +73,30 @@ def test_a_host_never_opens_a_profile_that_another_host_holds(serve_app, server_
         ray.get(others[0].run.remote("default", name, server_settings, lambda p: p.info()))
     stats = run_blocking(ProfileCalls(router, "default", name).process_stats())
     assert stats is not None and stats.host == held[0]
+
+
+def test_a_host_whose_event_loop_is_blocked_still_says_what_blocks_it(
+    serve_app, server_settings, tmp_path
+):
+    settings = msgspec.structs.replace(
+        server_settings,
+        namespace=f"raymem-stacks-{uuid.uuid4().hex[:6]}",
+        data_dir=str(tmp_path),
+        profiles=msgspec.structs.replace(server_settings.profiles, hosts_per_node=1),
+    )
+    router = ProfileRouter(settings)
+    run_blocking(ProfileCalls(router, "default", "blocked").activate())
+    [(host_name, host)] = run_blocking(router.catalog.hosts())
+    # An operation that holds the host's event loop (as a stuck synchronous call would).
+    blocking = host.run.remote(
+        "default", "blocked", settings, lambda p: (time.sleep(4), p.info())[1]
+    )
+    wait_until(lambda: "<lambda>" in run_blocking(hosts_stacks(settings))[host_name], timeout=3)
+    started = time.monotonic()
+    stacks = run_blocking(hosts_stacks(settings))
+    assert time.monotonic() - started < 2  # answered while the main loop is still blocked
+    assert "in <lambda>" in stacks[host_name] and "test_hosts.py" in stacks[host_name]
+    assert "tasks on the main event loop" in stacks[host_name]
+    assert ray.get(blocking).name == "blocked"  # the blocked call itself completes
+    after = run_blocking(hosts_stacks(settings))[host_name]
+    assert "<lambda>" not in after

@@ -42,6 +42,7 @@ from raymem.actors.catalog import HOST_RESOURCE, CatalogClient, HostInfo
 from raymem.actors.layout import disk_id, local_profiles, on_this_node, remove_local_copy
 from raymem.actors.profile import ProfileActor
 from raymem.actors.profile.base import ProfileBase
+from raymem.actors.stacks import describe as describe_stacks
 from raymem.config import ProfileSettings, Settings
 from raymem.errors import ProfileClosing, ProfileMoved
 
@@ -53,6 +54,9 @@ PRESSURE_CHECK_S = 1.0  # how often a host reads the node's available memory
 # Under pressure a host asks this share of its open profiles (at least one) to
 # hibernate per check: memory comes back within seconds without emptying the host.
 PRESSURE_SHARE = 0.25
+
+INSPECT_GROUP = "inspect"  # a thread and event loop of its own: answers a blocked host
+STACKS_TIMEOUT_S = 5.0
 
 Operation = Callable[[ProfileActor], Awaitable[object]]
 StreamOperation = Callable[[ProfileActor], AsyncIterator[object]]
@@ -158,6 +162,7 @@ class ProfileHost:
         self._releasing: dict[Key, asyncio.Future[None]] = {}
         self._handle: Any = None
         self._pressure_watch: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the main one, for ``stacks``
         log.info("profile host %s holds at most %d open profiles", name, self.max_live)
 
     # ------------------------------------------------------- the HostLink side
@@ -335,8 +340,15 @@ class ProfileHost:
     async def ping(self) -> str:
         return self.name
 
+    @ray.method(concurrency_group=INSPECT_GROUP)
+    async def stacks(self) -> str:
+        """What this host's threads and tasks are doing now (``raymem.actors.stacks``);
+        answered from a thread of its own, so a host whose event loop is stuck answers."""
+        return describe_stacks(self._loop)
+
     async def describe(self) -> HostInfo:
         """This host's disk and the profile files on it (the catalog asks as it starts)."""
+        self._loop = asyncio.get_running_loop()
         if self.profiles.max_hosts > 0 and self._idle_watch is None:
             self._idle_watch = asyncio.create_task(self._watch_idle())
         found = await asyncio.to_thread(local_profiles, self.settings)
@@ -366,7 +378,8 @@ class ProfileHost:
                 idle_since = now
 
 
-RemoteProfileHost = ray.remote(ProfileHost)
+# Ray's overloads of ``remote`` do not list concurrency_groups.
+RemoteProfileHost = ray.remote(concurrency_groups={INSPECT_GROUP: 1})(ProfileHost)  # type: ignore[call-overload]
 
 
 async def hosts_usage(settings: Settings) -> list[HostUsage]:
@@ -383,3 +396,21 @@ async def hosts_usage(settings: Settings) -> list[HostUsage]:
 
     found = await asyncio.gather(*(usage(handle) for _, handle in hosts))
     return [item for item in found if item is not None]
+
+
+async def hosts_stacks(settings: Settings) -> dict[str, str]:
+    """What every profile host is doing now, by host name (for diagnosing a host that
+    stops answering): its stacks, or why they could not be read."""
+    hosts = await CatalogClient(settings).hosts()
+
+    async def stacks(handle: Any) -> str:
+        try:
+            text = await asyncio.wait_for(handle.stacks.remote(), STACKS_TIMEOUT_S)
+        except TimeoutError:
+            return f"no answer within {STACKS_TIMEOUT_S:g} s"
+        except ray.exceptions.RayActorError as exc:
+            return f"dead: {exc}"
+        return str(text)
+
+    texts = await asyncio.gather(*(stacks(handle) for _, handle in hosts))
+    return {name: text for (name, _), text in zip(hosts, texts, strict=True)}
