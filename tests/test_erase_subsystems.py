@@ -40,7 +40,7 @@ from raymem.pipelines import ingest
 from raymem.pipelines.context import episodes
 from raymem.pipelines.context.assemble import block_limits
 from raymem.pipelines.dream import Dreams
-from raymem.pipelines.procedural import inject, patterns
+from raymem.pipelines.procedural import inject, patterns, skills
 from raymem.store import (
     ProfileStore,
     blocks,
@@ -196,6 +196,38 @@ async def test_erasing_a_session_reaches_actions_patterns_episodes_and_work_item
 
     # A copy replaying the redacted ledger, or the old one and then the erase entry,
     # holds the same rows and none of the text.
+    redacted = await ledger(store)
+    async for name, copy in replayed_copies(store, unredacted, tmp_path):
+        assert await rows(copy) == await rows(store), name
+        assert await ledger(copy) == redacted, name
+        assert holding(await artefacts(copy), gone) == [], name
+
+
+async def test_a_skill_proposed_from_an_erased_sessions_intent_goes_and_others_stay(
+    store: ProfileStore, tmp_path: Path
+):
+    gone, kept = marker(), marker()
+    await enabled_store(store)
+    for index in range(5):
+        await run_session(
+            store, "s-gone", [FAIL, UPDATE], start=at(index * 10), intent=f"clean up {gone} nodes"
+        )
+        await run_session(
+            store, f"k{index}", [FAIL, UPDATE], start=at(100 + index * 10), intent=f"tidy {kept}"
+        )
+    proposed = await skills.propose(store, NOW)
+    assert sorted(skill.name for skill in proposed) == sorted(
+        [f"clean up {gone} nodes", f"tidy {kept}"]
+    )
+    assert "file" in holding(await artefacts(store), gone)
+    unredacted = await ledger(store)
+
+    async with store.write() as writer:
+        await erase.erase_session(writer, "s-gone", at=to_db_time(utc_now()))
+
+    assert holding(await artefacts(store), gone) == []
+    left = await store.reader.execute_fetchall("SELECT name, status, source FROM skills")
+    assert [tuple(row) for row in left] == [(f"tidy {kept}", "candidate", "proposed")]
     redacted = await ledger(store)
     async for name, copy in replayed_copies(store, unredacted, tmp_path):
         assert await rows(copy) == await rows(store), name

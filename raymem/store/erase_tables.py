@@ -17,6 +17,8 @@ action_sequences       --                   the session's         --
 pattern_injections     --                   the session's         --
 patterns               --                   keys only its actions
                                             showed; its targets   --
+skills (proposed,      --                   an intent only its    --
+not accepted)                               sequences showed
 proposals              naming it            naming its memories   --
 retired_memories       its row              its memories' rows    --
 dream_changes          changes naming it:   the same              --
@@ -25,8 +27,10 @@ dream_changes          changes naming it:   the same              --
 
 Retention expires raw turns only; what was drawn from them (memories, episodes,
 sequences, patterns) is the long-term memory it keeps. Core memory blocks and
-skills are written by a person (or reviewed by one) and never edited by an
+active skills are written by a person (or accepted by one) and never edited by an
 erasure: erasing a memory whose text a block repeats leaves the block as it is.
+A skill proposed from an intent and not accepted quotes that intent: it goes when
+no sequence left shows the intent.
 A dream's candidate file is a copy of the profile: the profile actor discards an
 open dream after an erasure (``raymem.actors.profile.dreams``).
 
@@ -241,6 +245,34 @@ async def _patterns(writer: StoreWriter, r: Redaction) -> Mapping[str, Iterable[
     return {"patterns": gone, "pattern_targets": orphans}
 
 
+async def _skills(writer: StoreWriter, r: Redaction) -> Mapping[str, Iterable[str]]:
+    """Skills proposed from an intent that only erased sequences showed, not accepted
+    (a candidate, or discarded): their name and when-to-use quote the intent.
+
+    Runs after ``_action_sequences``: the sequences left are the evidence that remains.
+    """
+    if not r.ids("action_sequences"):
+        return {}
+    rows = await fetch(
+        writer.conn,
+        "SELECT id, source_intent FROM skills WHERE source = 'proposed'"
+        " AND status != 'active' AND source_intent IS NOT NULL",
+    )
+    gone = [
+        skill_id
+        for skill_id, intent in rows
+        if not await fetch(
+            writer.conn, "SELECT 1 FROM action_sequences WHERE lower(intent) = ? LIMIT 1", (intent,)
+        )
+    ]
+    await _delete_with_vectors(writer, "skills", "skill_vectors", gone)
+    return {"skills": gone}
+
+
+def _skill_rows(rows: list[dict[str, Any]], r: Redaction, at: str = "") -> Any:
+    return [row for row in rows if row["id"] not in r.ids("skills")]
+
+
 def _session_rows(rows: list[dict[str, Any]], r: Redaction, at: str = "") -> Any:
     """Rows of actions, sequences or injections, without the erased sessions'."""
     return [row for row in rows if row["session_id"] not in r.sessions]
@@ -344,6 +376,7 @@ TABLE_ERASERS: dict[str, TableEraser] = {
     "action_sequences": _action_sequences,
     "pattern_injections": _pattern_injections,
     "patterns": _patterns,
+    "skills": _skills,
     "proposals": _proposals,
     "dream_changes": _dream_changes,  # with retired_memories
 }
@@ -374,6 +407,7 @@ REDACTORS: dict[str, Redactor] = {
     "pattern_injections": _session_rows,
     "patterns": _pattern_rows,
     "pattern_annotate": _pattern_rows,
+    "skills": _skill_rows,
     "proposal": _proposal,
     "dream_adopt": _dream_adopt,
 }
@@ -394,6 +428,7 @@ NEEDLES: dict[str, Callable[[Redaction], list[str]]] = {
     "pattern_injections": lambda r: _quoted(r.sessions),
     "patterns": lambda r: _quoted(r.ids("patterns") | r.ids("pattern_targets")),
     "pattern_annotate": lambda r: _quoted(r.ids("patterns") | r.ids("pattern_targets")),
+    "skills": lambda r: _quoted(r.ids("skills")),
     "proposal": lambda r: _quoted(r.ids("proposals")),
     "dream_adopt": lambda r: _quoted(r.memories),
 }
@@ -419,6 +454,7 @@ ROW_REDACTORS: dict[str, RowRedactor] = {
     "action_sequences": _session_rows,
     "pattern_injections": _session_rows,
     "patterns": _pattern_rows,
+    "skills": _skill_rows,
     "proposals": _without("id", "proposals"),
     "retired_memories": lambda rows, r: [row for row in rows if row["memory_id"] not in r.memories],
 }
