@@ -79,6 +79,9 @@ class ProfileSettings(Section, frozen=True):
     max_hosts: int = 0
     min_hosts: int = 1
     host_idle_s: float = 300.0
+    # A host whose event loop does not answer a ping this long is busy: it keeps its
+    # open profiles (never two writers) but gets no new ones until it answers again.
+    host_answer_timeout_s: float = 10.0
     retention_days: float = 90.0  # raw turns older than this are purged; 0 keeps them forever
     retention_check_s: float = 3600.0
 

@@ -100,3 +100,36 @@ def test_a_host_whose_event_loop_is_blocked_still_says_what_blocks_it(
     assert ray.get(blocking).name == "blocked"  # the blocked call itself completes
     after = run_blocking(hosts_stacks(settings))[host_name]
     assert "<lambda>" not in after
+
+
+def test_a_host_that_stops_answering_keeps_its_profiles_and_gets_no_new_ones(
+    serve_app, server_settings, tmp_path
+):
+    settings = msgspec.structs.replace(
+        server_settings,
+        namespace=f"raymem-busy-{uuid.uuid4().hex[:6]}",
+        data_dir=str(tmp_path),
+        profiles=msgspec.structs.replace(
+            server_settings.profiles, hosts_per_node=2, host_answer_timeout_s=1.0
+        ),
+    )
+    router = ProfileRouter(settings)
+    run_blocking(ProfileCalls(router, "default", "held").activate())
+    busy, _ = run_blocking(router.catalog.holder("default", "held"))
+    hosts = dict(run_blocking(router.catalog.hosts()))
+    assert len(hosts) == 2
+    [other] = set(hosts) - {busy}
+    # The held profile's host stops answering (its event loop blocked) for a while.
+    blocking = hosts[busy].run.remote(
+        "default", "held", settings, lambda p: (time.sleep(8), p.info())[1]
+    )
+
+    def lease(name: str) -> str:
+        return run_blocking(router.catalog.lease("default", name))[0]
+
+    time.sleep(4)  # a ping and its 1 s timeout, at most 2 s apart
+    assert [lease(f"new-{index}") for index in range(4)] == [other] * 4
+    assert lease("held") == busy  # never two writers: it keeps what it holds
+    assert ray.get(blocking).name == "held"
+    # Answering again, it is the least loaded host once more.
+    wait_until(lambda: lease(f"later-{uuid.uuid4().hex[:6]}") == busy, timeout=10, interval=0.5)

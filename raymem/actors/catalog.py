@@ -91,7 +91,7 @@ CATALOG_FILE = Path(".catalog") / "catalog.db"  # under data_dir; a dot: never a
 COUNTS_REPORT_DELAY_S = 2.0  # a live profile's counts are also read fresh for each listing
 LIVE_COUNTS_TIMEOUT_S = 2.0  # past this, a listing shows a live profile's reported counts
 DISCOVERY_CONCURRENCY = 4  # activations at once
-HOST_PING_TIMEOUT_S = 10.0  # a host that answers nothing this long is busy, not dead
+HOST_CHECK_S = 2.0  # how often the catalog pings every host (``_watch_hosts``)
 HOST_START_TIMEOUT_S = 30.0  # a lease waits this long for hosts to say where they are
 NODES_REFRESH_S = 5.0  # how often a lease looks for nodes that joined or left
 # A node type that declares this resource runs that many profile hosts; the hosts
@@ -169,6 +169,8 @@ class ProfileCatalog:
         self._host_disks: dict[str, asyncio.Future[str]] = {}  # as each host answers
         self._host_nodes: dict[str, str] = {}  # host name -> Ray node id
         self._host_bounds: dict[str, int] = {}  # host name -> its max_live
+        self._busy_hosts: set[str] = set()  # no answer to the last ping: no new profiles
+        self._host_watch: asyncio.Task[None] | None = None
         self._nodes_seen_at = -NODES_REFRESH_S
         self._object_storage = bool(settings.object_store.bucket)
         self._load()
@@ -297,6 +299,8 @@ class ProfileCatalog:
 
         Looks at the nodes at most every ``NODES_REFRESH_S`` unless ``now``."""
         loop = asyncio.get_running_loop()
+        if self._host_watch is None:
+            self._host_watch = asyncio.create_task(self._watch_hosts())
         if not now and loop.time() - self._nodes_seen_at < NODES_REFRESH_S:
             return
         self._nodes_seen_at = loop.time()
@@ -448,6 +452,8 @@ class ProfileCatalog:
             candidates = list(disks)
         if not candidates:
             raise ProfileUnavailable(profile, "no profile host is running yet; retry")
+        # A busy host keeps what it holds; a profile it does not hold goes elsewhere.
+        candidates = [name for name in candidates if name not in self._busy_hosts] or candidates
         open_per_host = collections.Counter(self._leases.values())
         name = min(candidates, key=lambda host: open_per_host[host])
         self._set_lease(key, name)
@@ -491,18 +497,47 @@ class ProfileCatalog:
     async def host_failed(self, name: str) -> None:
         """A caller met a dead host: once confirmed dead, its profiles may open elsewhere."""
         handle = self._host(name)
-        if handle is not None:
+        if handle is None or await self._ping(name, handle) == "dead":
+            self._drop_host(name)  # busy, not known dead: it keeps its leases (one writer)
+
+    async def _ping(self, name: str, handle: ActorHandle) -> Literal["answers", "busy", "dead"]:
+        """Whether the host's event loop answers within ``profiles.host_answer_timeout_s``;
+        a host that does not is busy (no new profiles) until it answers again."""
+        timeout = self._settings.profiles.host_answer_timeout_s
+        try:
+            await asyncio.wait_for(handle.ping.remote(), timeout)
+        except RayActorError:
+            return "dead"
+        except TimeoutError:
+            if name not in self._busy_hosts:
+                log.warning(
+                    "profile host %s gave no answer in %g s: no new profiles", name, timeout
+                )
+            self._busy_hosts.add(name)
+            return "busy"
+        if name in self._busy_hosts:
+            log.info("profile host %s answers again", name)
+            self._busy_hosts.discard(name)
+        return "answers"
+
+    async def _watch_hosts(self) -> None:
+        """Ping every host that has said where it runs, every ``HOST_CHECK_S``; a dead
+        one is dropped (its profiles may open elsewhere)."""
+        while True:
+            await asyncio.sleep(HOST_CHECK_S)
+            hosts = [(name, self._hosts[name]) for name in self._disks() if name in self._hosts]
             try:
-                await asyncio.wait_for(handle.ping.remote(), HOST_PING_TIMEOUT_S)
-                return  # alive: it keeps its leases
-            except RayActorError:
-                pass
-            except TimeoutError:
-                return  # busy, not known dead: never risk two writers
-        self._drop_host(name)
+                answers = await asyncio.gather(*(self._ping(name, h) for name, h in hosts))
+            except Exception:  # a Ray error no ping expects: look again next time
+                log.exception("pinging the profile hosts failed")
+                continue
+            for (name, _), answer in zip(hosts, answers, strict=True):
+                if answer == "dead" and name in self._hosts:
+                    self._drop_host(name)
 
     def _drop_host(self, name: str) -> None:
         log.warning("profile host %s is gone: its profiles may open elsewhere", name)
+        self._busy_hosts.discard(name)
         self._hosts.pop(name, None)
         self._host_nodes.pop(name, None)
         self._host_bounds.pop(name, None)
