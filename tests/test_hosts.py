@@ -2,6 +2,7 @@
 
 import time
 import uuid
+from typing import Any
 
 import msgspec
 import pytest
@@ -11,11 +12,22 @@ from conftest import wait_until
 from raymem.actors.calls import ProfileCalls, run_blocking
 from raymem.actors.host import MB, hosts_stacks, live_bound, node_memory
 from raymem.actors.registry import ProfileRouter
-from raymem.config import ProfileSettings
+from raymem.config import ProfileSettings, Settings
 from raymem.errors import ProfileMoved
 from raymem.types import IngestRequest, MessageIn, RecallRequest
 
 GB = 2**30
+
+
+def own_hosts(server_settings: Settings, tmp_path, **profiles: Any) -> Settings:
+    """The session app's settings with a catalog and hosts of their own (a namespace and
+    data directory of the test's), the profile settings changed as given."""
+    return msgspec.structs.replace(
+        server_settings,
+        namespace=f"raymem-test-{uuid.uuid4().hex[:6]}",
+        data_dir=str(tmp_path),
+        profiles=msgspec.structs.replace(server_settings.profiles, **profiles),
+    )
 
 
 def test_the_live_bound_follows_the_nodes_memory_unless_configured():
@@ -33,14 +45,7 @@ def test_hosts_hibernate_least_recently_used_profiles_under_memory_pressure(
     serve_app, server_settings, tmp_path
 ):
     # A pressure fraction below what the node uses now: every check finds memory short.
-    settings = msgspec.structs.replace(
-        server_settings,
-        namespace=f"raymem-pressure-{uuid.uuid4().hex[:6]}",
-        data_dir=str(tmp_path),
-        profiles=msgspec.structs.replace(
-            server_settings.profiles, hosts_per_node=1, pressure_fraction=0.0
-        ),
-    )
+    settings = own_hosts(server_settings, tmp_path, hosts_per_node=1, pressure_fraction=0.0)
     router = ProfileRouter(settings)
     names = [f"pressed-{index}" for index in range(3)]
     for name in names:
@@ -78,12 +83,7 @@ def test_a_host_never_opens_a_profile_that_another_host_holds(serve_app, server_
 def test_a_host_whose_event_loop_is_blocked_still_says_what_blocks_it(
     serve_app, server_settings, tmp_path
 ):
-    settings = msgspec.structs.replace(
-        server_settings,
-        namespace=f"raymem-stacks-{uuid.uuid4().hex[:6]}",
-        data_dir=str(tmp_path),
-        profiles=msgspec.structs.replace(server_settings.profiles, hosts_per_node=1),
-    )
+    settings = own_hosts(server_settings, tmp_path, hosts_per_node=1)
     router = ProfileRouter(settings)
     run_blocking(ProfileCalls(router, "default", "blocked").activate())
     [(host_name, host)] = run_blocking(router.catalog.hosts())
@@ -105,14 +105,7 @@ def test_a_host_whose_event_loop_is_blocked_still_says_what_blocks_it(
 def test_a_host_that_stops_answering_keeps_its_profiles_and_gets_no_new_ones(
     serve_app, server_settings, tmp_path
 ):
-    settings = msgspec.structs.replace(
-        server_settings,
-        namespace=f"raymem-busy-{uuid.uuid4().hex[:6]}",
-        data_dir=str(tmp_path),
-        profiles=msgspec.structs.replace(
-            server_settings.profiles, hosts_per_node=2, host_answer_timeout_s=1.0
-        ),
-    )
+    settings = own_hosts(server_settings, tmp_path, hosts_per_node=2, host_answer_timeout_s=1.0)
     router = ProfileRouter(settings)
     run_blocking(ProfileCalls(router, "default", "held").activate())
     busy, _ = run_blocking(router.catalog.holder("default", "held"))
