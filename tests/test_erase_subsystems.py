@@ -148,6 +148,18 @@ async def procedural_sessions(store: ProfileStore, gone: str, kept: str) -> None
         assert shown.patterns
 
 
+async def assert_replays_match(
+    store: ProfileStore, unredacted: list[tuple[int, str, str, str]], tmp_path: Path, word: str
+) -> None:
+    """A copy replaying the redacted ledger, or the old one and then the erase entry,
+    holds the same rows and ledger as ``store`` and not one byte of ``word``."""
+    redacted = await ledger(store)
+    async for name, copy in replayed_copies(store, unredacted, tmp_path):
+        assert await rows(copy) == await rows(store), name
+        assert await ledger(copy) == redacted, name
+        assert holding(await artefacts(copy), word) == [], name
+
+
 async def pattern_keys(store: ProfileStore) -> dict[tuple[str, str | None], list[str]]:
     rows = await store.reader.execute_fetchall(
         "SELECT action_type, error_code, target_ids FROM patterns"
@@ -194,13 +206,7 @@ async def test_erasing_a_session_reaches_actions_patterns_episodes_and_work_item
     )
     assert tuple(counts[0][:3]) == (5, 5, 1)
 
-    # A copy replaying the redacted ledger, or the old one and then the erase entry,
-    # holds the same rows and none of the text.
-    redacted = await ledger(store)
-    async for name, copy in replayed_copies(store, unredacted, tmp_path):
-        assert await rows(copy) == await rows(store), name
-        assert await ledger(copy) == redacted, name
-        assert holding(await artefacts(copy), gone) == [], name
+    await assert_replays_match(store, unredacted, tmp_path, gone)
 
 
 async def test_a_skill_proposed_from_an_erased_sessions_intent_goes_and_others_stay(
@@ -228,11 +234,7 @@ async def test_a_skill_proposed_from_an_erased_sessions_intent_goes_and_others_s
     assert holding(await artefacts(store), gone) == []
     left = await store.reader.execute_fetchall("SELECT name, status, source FROM skills")
     assert [tuple(row) for row in left] == [(f"tidy {kept}", "candidate", "proposed")]
-    redacted = await ledger(store)
-    async for name, copy in replayed_copies(store, unredacted, tmp_path):
-        assert await rows(copy) == await rows(store), name
-        assert await ledger(copy) == redacted, name
-        assert holding(await artefacts(copy), gone) == [], name
+    await assert_replays_match(store, unredacted, tmp_path, gone)
 
 
 async def test_an_imported_session_is_erased_from_the_import_entry(
