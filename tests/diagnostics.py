@@ -15,12 +15,13 @@ import ray
 
 from raymem.actors.calls import run_blocking
 from raymem.actors.catalog import CatalogClient
-from raymem.actors.host import hosts_stacks
+from raymem.actors.host import STACKS_TIMEOUT_S
+from raymem.actors.stacks import Stacks
 from raymem.config import Settings
 
 PING_TIMEOUT_S = 5.0
 REPORT_TIMEOUT_S = 30.0
-LOOP_THREAD = "thread AsyncIO Thread: default:"  # Ray runs an async actor's loop there
+LOOP_THREAD = "AsyncIO Thread: default"  # Ray runs an async actor's loop there
 LOOP_THREAD_FRAMES = 3
 WAITS_SHOWN = 8
 
@@ -33,12 +34,10 @@ def hosts_report(settings: Settings) -> str:
 
 
 async def _report(settings: Settings) -> str:
-    hosts = await CatalogClient(settings).hosts()
-    stacks = await hosts_stacks(settings)
     lines = []
-    for name, handle in hosts:
+    for name, handle in await CatalogClient(settings).hosts():
         lines.append(f"  host {name}: main loop {await _ping(handle)}")
-        lines.extend(f"    {line}" for line in _summary(stacks.get(name, "")))
+        lines.extend(f"    {line}" for line in await _summary(handle))
     return "\n".join(lines)
 
 
@@ -53,29 +52,21 @@ async def _ping(handle: Any) -> str:
     return f"answers ({(time.monotonic() - started) * 1000:.0f} ms)"
 
 
-def _summary(stacks: str) -> list[str]:
+async def _summary(handle: Any) -> list[str]:
     """The loop thread's innermost frames and, for each task wait, its innermost frames."""
-    lines = stacks.splitlines()
-    if len(lines) <= 1:
-        return lines
-    summary: list[str] = []
-    section: list[str] = []
-    heading = ""
-    for line in [*lines, "end"]:
-        if line.startswith("  "):
-            section.append(_short(line.strip()))
-            continue
-        if heading == LOOP_THREAD:
-            innermost = reversed(section[-LOOP_THREAD_FRAMES:])
-            summary.append(f"loop thread at: {' <- '.join(innermost)}")
-        elif heading.endswith("waiting at:") and len(summary) < WAITS_SHOWN and section:
-            ours = [frame for frame in section if frame.startswith("raymem/")]
-            where = " <- ".join(dict.fromkeys([section[-1], *ours[-1:]]))
-            summary.append(f"{heading.split(' waiting')[0]} waiting at {where}")
-        elif heading.endswith("tasks on the main event loop"):
-            summary.append(heading)
-        heading, section = line, []
-    return summary
+    try:
+        stacks: Stacks = await asyncio.wait_for(handle.stacks.remote(), STACKS_TIMEOUT_S)
+    except (TimeoutError, ray.exceptions.RayActorError) as exc:
+        return [f"no stacks: {type(exc).__name__}"]
+    loop_thread = [_short(frame) for frame in stacks.threads.get(LOOP_THREAD, [])]
+    lines = [f"loop thread at: {' <- '.join(reversed(loop_thread[-LOOP_THREAD_FRAMES:]))}"]
+    lines.append(f"{stacks.tasks} tasks on the main event loop")
+    for wait in stacks.waits[:WAITS_SHOWN]:
+        frames = [_short(frame) for frame in wait.frames]
+        ours = [frame for frame in frames if frame.startswith("raymem/")]
+        where = " <- ".join(dict.fromkeys([frames[-1], *ours[-1:]]))
+        lines.append(f"{wait.count} task(s) waiting at {where}")
+    return lines
 
 
 def _short(frame: str) -> str:

@@ -42,7 +42,8 @@ from raymem.actors.catalog import HOST_RESOURCE, CatalogClient, HostInfo
 from raymem.actors.layout import disk_id, local_profiles, on_this_node, remove_local_copy
 from raymem.actors.profile import ProfileActor
 from raymem.actors.profile.base import ProfileBase
-from raymem.actors.stacks import describe as describe_stacks
+from raymem.actors.stacks import Stacks, format_stacks
+from raymem.actors.stacks import read as read_stacks
 from raymem.config import ProfileSettings, Settings
 from raymem.errors import ProfileClosing, ProfileMoved
 
@@ -341,10 +342,10 @@ class ProfileHost:
         return self.name
 
     @ray.method(concurrency_group=INSPECT_GROUP)
-    async def stacks(self) -> str:
+    async def stacks(self) -> Stacks:
         """What this host's threads and tasks are doing now (``raymem.actors.stacks``);
         answered from a thread of its own, so a host whose event loop is stuck answers."""
-        return describe_stacks(self._loop)
+        return read_stacks(self._loop)
 
     async def describe(self) -> HostInfo:
         """This host's disk and the profile files on it (the catalog asks as it starts)."""
@@ -405,12 +406,12 @@ async def hosts_stacks(settings: Settings) -> dict[str, str]:
 
     async def stacks(handle: Any) -> str:
         try:
-            text = await asyncio.wait_for(handle.stacks.remote(), STACKS_TIMEOUT_S)
+            found = await asyncio.wait_for(handle.stacks.remote(), STACKS_TIMEOUT_S)
         except TimeoutError:
             return f"no answer within {STACKS_TIMEOUT_S:g} s"
         except ray.exceptions.RayActorError as exc:
             return f"dead: {exc}"
-        return str(text)
+        return format_stacks(found)
 
     texts = await asyncio.gather(*(stacks(handle) for _, handle in hosts))
     return {name: text for (name, _), text in zip(hosts, texts, strict=True)}
